@@ -1,0 +1,276 @@
+"""GEMMDesc: the frozen record of everything that fixes a GEMM's bits, and nothing else.
+
+Two equal descriptors owe each other the same output bytes on the same inputs. Block sizes,
+warps, stages, swizzles and grids are speed knobs and never appear here (paper §3.2).
+
+The contracted axis K of one output element is evaluated as follows (the emulator, the
+prober and the Triton kernels all read this docstring as the contract):
+
+1. ``k_cuts`` is a nest, outermost first. Level 0 cuts [0, K) into parts; each following
+   level cuts every part of the level above (its own elements, in their order) again.
+   A CONTIGUOUS cut makes consecutive ranges; a STRIDED cut deals tiles of ``span`` elements
+   round-robin to ``count`` groups (group g holds tiles g, g+count, g+2*count, ...).
+2. An innermost part is one accumulation chain over its elements in order: instruction
+   groups of ``instruction_k`` products (the residue turn of ``len % k_loop_step`` elements
+   first or last, padded with zero products to whole instructions), each group folded by
+   the architecture's block model (fixbits.numerics.blocks). With ``use_fast_accum`` each
+   group folds straight into the running accumulator (one rounding a step); otherwise
+   ``promotion_interval`` groups accumulate into a zero-started temporary which is then
+   added to the accumulator with one round-to-nearest fp32 add (per-MMA accumulation is
+   ``promotion_interval == 1``). The scalar path (``instruction == "fma"``) is a chain of
+   round-to-nearest fp32 fmas starting from +0.
+3. The parts of each level are combined by that level's ``merge``: ``chain`` sums them in
+   order starting from +0 (round-to-nearest), ``butterfly_up`` / ``butterfly_down`` fold
+   them as lanes exchanging with xor offsets 1, 2, 4, ... or count/2, ..., 1. At level 0
+   each part's value is first rounded to ``partial_dtype`` and the merge runs in
+   ``merge_dtype``; inner levels stay in the accumulator type.
+4. The result is rounded (nearest-even) to ``out_dtype``; each epilogue op then runs in
+   fp32 on that rounded value and rounds back to ``out_dtype``, as an eager PyTorch
+   epilogue after a library GEMM does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import yaml
+
+Layout = Literal["contiguous", "strided"]
+Merge = Literal["chain", "butterfly_up", "butterfly_down"]
+SpanRule = Literal["ceil", "floor", "tail_dropped"]
+Residue = Literal["first", "last"]
+
+ARCHES: tuple[str, ...] = ("sm_80", "sm_90", "sm_100", "sm_103")
+INSTRUCTIONS: tuple[str, ...] = ("mma", "wgmma", "tcgen05", "fma")
+IN_DTYPES: tuple[str, ...] = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
+ACC_DTYPES: tuple[str, ...] = ("fp32",)
+OUT_DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
+PARTIAL_DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
+LAYOUTS: tuple[str, ...] = ("contiguous", "strided")
+MERGES: tuple[str, ...] = ("chain", "butterfly_up", "butterfly_down")
+SPAN_RULES: tuple[str, ...] = ("ceil", "floor", "tail_dropped")
+RESIDUES: tuple[str, ...] = ("first", "last")
+EPILOGUE_KINDS: tuple[str, ...] = ("bias", "relu", "silu_gate", "gelu", "gelu_tanh", "residual", "scale")
+
+# Which instruction widths each (instruction, input family) admits: hardware facts.
+_INSTRUCTION_K: dict[tuple[str, str], tuple[int, ...]] = {
+    ("mma", "16bit"): (8, 16),
+    ("mma", "fp8"): (32,),
+    ("wgmma", "16bit"): (16,),
+    ("wgmma", "fp8"): (32,),
+    ("tcgen05", "16bit"): (16,),
+    ("tcgen05", "fp8"): (32,),
+    ("fma", "16bit"): (1,),
+    ("fma", "fp8"): (1,),
+}
+
+
+class DescError(ValueError):
+    """A descriptor, or its serialised form, is malformed; the message names the field."""
+
+
+def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise DescError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+
+
+def _positive(name: str, value: object, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise DescError(f"{name}={value!r} must be a positive integer")
+
+
+@dataclass(frozen=True)
+class KCut:
+    """One level of the K-cut nest.
+
+    CONTIGUOUS with ``span``: parts of ``span`` elements, the last one short.
+    CONTIGUOUS with ``count``: ``count`` parts whose span is n/count rounded (``span_rule``
+    ceil or floor) to a multiple of ``granule``; the last part takes what is left, except
+    under ``tail_dropped`` (the cuBLAS split-K defect) where it stops at the same span and
+    the leftover elements are never summed.
+    STRIDED: tiles of ``span`` elements dealt round-robin to ``count`` groups.
+    """
+
+    layout: Layout
+    count: int | None = None
+    span: int | None = None
+    granule: int = 1
+    span_rule: SpanRule = "ceil"
+    merge: Merge = "chain"
+
+    def __post_init__(self) -> None:
+        _choice("k_cuts.layout", self.layout, LAYOUTS)
+        _choice("k_cuts.merge", self.merge, MERGES)
+        _choice("k_cuts.span_rule", self.span_rule, SPAN_RULES)
+        _positive("k_cuts.count", self.count, optional=True)
+        _positive("k_cuts.span", self.span, optional=True)
+        _positive("k_cuts.granule", self.granule)
+        if self.layout == "strided" and (self.count is None or self.span is None):
+            raise DescError("k_cuts: a strided cut needs both count (groups) and span (tile)")
+        if self.layout == "contiguous" and (self.count is None) == (self.span is None):
+            raise DescError("k_cuts: a contiguous cut needs exactly one of count or span")
+        if self.merge != "chain":
+            if self.count is None or self.count & (self.count - 1):
+                raise DescError(f"k_cuts: merge={self.merge} needs a power-of-two count, got {self.count}")
+
+    def parts(self, n: int) -> list[list[tuple[int, int]]]:
+        """Cut n elements; each part is its ordered list of [start, stop) runs."""
+        if self.layout == "strided":
+            assert self.count is not None and self.span is not None
+            groups: list[list[tuple[int, int]]] = [[] for _ in range(self.count)]
+            for t, start in enumerate(range(0, n, self.span)):
+                groups[t % self.count].append((start, min(n, start + self.span)))
+            return groups
+        if self.span is not None:
+            return [[(s, min(n, s + self.span))] for s in range(0, max(n, 1), self.span)] if n else [[]]
+        assert self.count is not None
+        granules = n / (self.count * self.granule)
+        rounded = math.floor(granules) if self.span_rule in ("floor", "tail_dropped") else math.ceil(granules)
+        span = rounded * self.granule
+        out: list[list[tuple[int, int]]] = []
+        for i in range(self.count):
+            start = min(n, i * span)
+            stop = min(n, start + span)
+            if i == self.count - 1 and self.span_rule != "tail_dropped":
+                stop = n
+            out.append([(start, stop)] if stop > start else [])
+        return out
+
+
+@dataclass(frozen=True)
+class EpilogueOp:
+    """One elementwise op after the GEMM; ``value`` is the factor of ``scale``."""
+
+    kind: str
+    value: float | None = None
+
+    def __post_init__(self) -> None:
+        _choice("epilogue.kind", self.kind, EPILOGUE_KINDS)
+        if (self.kind == "scale") != (self.value is not None):
+            raise DescError("epilogue: 'scale' and only 'scale' takes a value")
+
+
+@dataclass(frozen=True)
+class GEMMDesc:
+    """The arithmetic of one GEMM (see the module docstring for its exact meaning)."""
+
+    arch: str
+    instruction: str
+    instruction_k: int
+    in_dtype: str
+    out_dtype: str = "fp32"
+    acc_dtype: str = "fp32"
+    use_fast_accum: bool = True
+    promotion_interval: int | None = None
+    k_loop_step: int = 64
+    residue: Residue = "last"
+    k_cuts: tuple[KCut, ...] = ()
+    partial_dtype: str = "fp32"
+    merge_dtype: str = "fp32"
+    epilogue: tuple[EpilogueOp, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        _choice("arch", self.arch, ARCHES)
+        _choice("instruction", self.instruction, INSTRUCTIONS)
+        _choice("in_dtype", self.in_dtype, IN_DTYPES)
+        _choice("out_dtype", self.out_dtype, OUT_DTYPES)
+        _choice("acc_dtype", self.acc_dtype, ACC_DTYPES)
+        _choice("partial_dtype", self.partial_dtype, PARTIAL_DTYPES)
+        _choice("merge_dtype", self.merge_dtype, PARTIAL_DTYPES)
+        _choice("residue", self.residue, RESIDUES)
+        family = "fp8" if self.in_dtype.startswith("fp8") else "16bit"
+        allowed = _INSTRUCTION_K[(self.instruction, family)]
+        if self.instruction_k not in allowed:
+            raise DescError(
+                f"instruction_k={self.instruction_k} is not valid for {self.instruction} on "
+                f"{self.in_dtype}; valid: {', '.join(map(str, allowed))}"
+            )
+        if self.instruction == "wgmma" and self.arch != "sm_90":
+            raise DescError(f"instruction=wgmma exists only on sm_90, not {self.arch}")
+        if self.instruction == "tcgen05" and self.arch not in ("sm_100", "sm_103"):
+            raise DescError(f"instruction=tcgen05 exists only on sm_100/sm_103, not {self.arch}")
+        _positive("k_loop_step", self.k_loop_step)
+        if self.k_loop_step % self.instruction_k:
+            raise DescError(
+                f"k_loop_step={self.k_loop_step} must be a multiple of instruction_k={self.instruction_k}"
+            )
+        if self.use_fast_accum:
+            if self.promotion_interval is not None:
+                raise DescError("promotion_interval applies only when use_fast_accum is false")
+        else:
+            if self.instruction == "fma":
+                raise DescError("the scalar fma path has no fast-accumulation switch: keep use_fast_accum true")
+            _positive("promotion_interval", self.promotion_interval)
+        if not isinstance(self.k_cuts, tuple) or not all(isinstance(c, KCut) for c in self.k_cuts):
+            raise DescError("k_cuts must be a tuple of KCut")
+        if not isinstance(self.epilogue, tuple) or not all(isinstance(e, EpilogueOp) for e in self.epilogue):
+            raise DescError("epilogue must be a tuple of EpilogueOp")
+
+    # -- identity ---------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["k_cuts"] = [dict(c) for c in d["k_cuts"]]
+        d["epilogue"] = [dict(e) for e in d["epilogue"]]
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, where: str = "descriptor") -> GEMMDesc:
+        if not isinstance(data, dict):
+            raise DescError(f"{where}: expected a mapping, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise DescError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        data = dict(data)
+        try:
+            data["k_cuts"] = tuple(KCut(**c) for c in data.get("k_cuts", ()))
+            data["epilogue"] = tuple(EpilogueOp(**e) for e in data.get("epilogue", ()))
+            return cls(**data)
+        except TypeError as exc:
+            raise DescError(f"{where}: {exc}") from exc
+        except DescError as exc:
+            raise DescError(f"{where}: {exc}") from exc
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> GEMMDesc:
+        return cls.from_dict(json.loads(text))
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_yaml(cls, text: str, *, where: str = "descriptor") -> GEMMDesc:
+        return cls.from_dict(yaml.safe_load(text), where=where)
+
+    @property
+    def short_hash(self) -> str:
+        """12 hex digits of sha256 over the canonical JSON: stable across runs and machines."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
+
+    def replace(self, **changes: Any) -> GEMMDesc:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def family(self) -> str:
+        """The paper's algorithm family this descriptor belongs to (for reports and dispatch)."""
+        if self.instruction == "fma":
+            if any(c.merge != "chain" for c in self.k_cuts):
+                return "gemv_lane_tree"
+            if len(self.k_cuts) >= 2:
+                return "chained_chunks"
+            return "gemv_contiguous" if self.k_cuts else "scalar_chain"
+        per_mma = not self.use_fast_accum
+        split = bool(self.k_cuts) and self.k_cuts[0].layout == "contiguous"
+        if split:
+            return "splitk_per_mma" if per_mma else "splitk"
+        return "per_mma" if per_mma else "single_pass"
