@@ -1,0 +1,3 @@
+"""pytest plugin for fixbits (placeholder until the harness lands)."""
+
+from __future__ import annotations
