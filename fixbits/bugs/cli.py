@@ -1,0 +1,109 @@
+"""`fixbits bug <name>`: reproduce a known cuBLAS defect on this machine and say whether the
+library lost what the defect's condition predicts."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from fixbits.cublas.lt import DEFAULT_WORKSPACE_BYTES
+
+_SHAPE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
+DTYPES = ("fp16", "bf16")
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """'32x32x11528' -> (32, 32, 11528); M, N, K positive."""
+    m = _SHAPE.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"shape {text!r} is not MxNxK (e.g. 32x32x11528)")
+    dims = tuple(int(g) for g in m.groups())
+    if min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"shape {text!r}: M, N and K must be positive")
+    return dims  # type: ignore[return-value]
+
+
+def _nonneg(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from exc
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{v} must be >= 0")
+    return v
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="bug", required=True, metavar="BUG")
+    p = sub.add_parser(
+        "splitk-tail", help="cuBLASLt split-K tail loss (paper App. D): all-ones GEMM, fp32 out"
+    )
+    p.add_argument("--shape", type=parse_shape, default=(32, 32, 11528), help="MxNxK (default 32x32x11528)")
+    p.add_argument("--dtype", choices=DTYPES, default="fp16", help="input dtype (default fp16)")
+    p.add_argument(
+        "--workspace", type=_nonneg, default=DEFAULT_WORKSPACE_BYTES, help="workspace bytes (default 32 MiB)"
+    )
+    p.add_argument(
+        "--k-step", type=int, default=None, help="k step b (default: matrices/cublas_bugs/k_steps.yaml)"
+    )
+    p.add_argument(
+        "--library", default=None, help="path of a libcublasLt to drive (default: nvmath / torch's)"
+    )
+
+
+def format_reproduction(rep: object) -> str:
+    from fixbits.bugs.splitk_tail import Reproduction, rounded
+
+    assert isinstance(rep, Reproduction)
+    k = rep.k
+    pred = rep.prediction
+    lines = [
+        f"split-K tail loss, {rep.m}x{rep.n}x{k} {rep.in_dtype} on {rep.arch}, cuBLASLt {rep.library_version}"
+        f" ({rep.library_path or 'library path unknown'})",
+        f"heuristic: {rep.heuristic.to_dict()}",
+        f"condition: {pred.explain()}",
+        f"{'path':<22} {'out':<5} {'returned':>12} {'expected':>12} {'lost':>6}  note",
+    ]
+    for r in rep.results:
+        expect = rounded(k, r.out_dtype)
+        if r.error:
+            lines.append(f"{r.path:<22} {r.out_dtype:<5} {'error':>12} {expect:>12g} {'':>6}  {r.error}")
+            continue
+        lost = r.lost(k)
+        note = "" if r.uniform else f"not uniform: min {r.min:g} max {r.max:g}"
+        if r.out_dtype != "fp32":
+            note = (
+                note + " " if note else ""
+            ) + f"(whole K reads {expect:g}; K-{pred.t} reads {rounded(k - pred.t, r.out_dtype):g})"
+        lines.append(
+            f"{r.path:<22} {r.out_dtype:<5} {r.value:>12g} {expect:>12g} {'' if lost is None else lost:>6}  {note}"
+        )
+    own = rep.result("lt-own")
+    observed = own.lost(k) if own else None
+    verdict = (
+        "cannot tell (own pick failed or is not uniform)"
+        if observed is None
+        else "matches the condition"
+        if observed == pred.lost
+        else f"DIFFERS from the condition (observed {observed}, predicted {pred.lost})"
+    )
+    lines.append(f"predicted loss {pred.lost}, observed (cuBLASLt own pick) {observed}: {verdict}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.bug != "splitk-tail":
+        raise SystemExit(f"unknown bug {args.bug!r}")
+    from fixbits.bugs.splitk_tail import reproduce
+    from fixbits.cublas.lt import CublasLt
+
+    m, n, k = args.shape
+    lt = CublasLt(args.library)
+    try:
+        rep = reproduce(m, n, k, args.dtype, lt=lt, workspace_bytes=args.workspace, k_step=args.k_step)
+    finally:
+        lt.close()
+    print(format_reproduction(rep))
+    own = rep.result("lt-own")
+    observed = own.lost(k) if own else None
+    return 0 if observed == rep.prediction.lost else 3

@@ -1,0 +1,107 @@
+"""`fixbits bug splitk-tail` argument parsing and report, and the GPU probe's CPU-side parts."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from fixbits.bugs.cli import format_reproduction, parse_shape
+from fixbits.bugs.splitk_tail import OnesResult, Reproduction, tail_condition
+from fixbits.cli import build_parser
+from fixbits.cublas.lt import HeuristicAnswer
+
+pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_parse_shape() -> None:
+    assert parse_shape("32x32x11528") == (32, 32, 11528)
+    assert parse_shape(" 1X8x57608 ") == (1, 8, 57608)
+    for bad in ("32x32", "axbxc", "0x8x16", "1x8x-3", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_shape(bad)
+
+
+def test_cli_arguments() -> None:
+    argv = ["bug", "splitk-tail", "--shape", "1x8x11528", "--dtype", "bf16", "--workspace", "0"]
+    args = build_parser(argv).parse_args(argv)
+    assert (args.shape, args.dtype, args.workspace, args.bug) == ((1, 8, 11528), "bf16", 0, "splitk-tail")
+    argv = ["bug", "splitk-tail"]
+    args = build_parser(argv).parse_args(argv)
+    assert args.shape == (32, 32, 11528) and args.dtype == "fp16" and args.workspace == 32 << 20
+    for bad in (["bug", "splitk-tail", "--dtype", "fp64"], ["bug", "splitk-tail", "--shape", "3x3"], ["bug"]):
+        with pytest.raises(SystemExit):
+            build_parser(bad).parse_args(bad)
+
+
+def _rep(own_value: float) -> Reproduction:
+    k = 11528
+    ans = HeuristicAnswer(66, 13, 9, 2, 0, 0, 0, 1 << 20)
+    return Reproduction(
+        32,
+        32,
+        k,
+        "fp16",
+        "sm_90",
+        "13.1.0",
+        "/x/libcublasLt.so.13",
+        ans,
+        tail_condition(k, 64, 9, 66),
+        (
+            OnesResult("lt-own", "fp32", own_value, own_value, own_value),
+            OnesResult("lt-own-no-workspace", "fp32", 11528.0, 11528.0, 11528.0),
+            OnesResult("torch.mm", "fp16", 11520.0, 11520.0, 11520.0),
+            OnesResult(
+                "torch.matmul", "fp16", float("nan"), float("nan"), float("nan"), "RuntimeError: boom"
+            ),
+        ),
+    )
+
+
+def test_report_text() -> None:
+    text = format_reproduction(_rep(11520.0))
+    assert "predicted loss 8, observed (cuBLASLt own pick) 8: matches the condition" in text
+    assert "'algo_id': 66" in text and "q=180 t=8 s=9" in text
+    assert "RuntimeError: boom" in text
+    assert "whole K reads 11528" in text  # 11528 is an fp16 value (step 8 above 8192)
+    assert "DIFFERS" in format_reproduction(_rep(11528.0))
+
+
+def _probe():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(
+        "cublas_probe", ROOT / "runners" / "device" / "cublas_probe.py"
+    )
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_probe_arguments_and_summary(tmp_path: Path) -> None:
+    probe = _probe()
+    args = probe.parse_args(["--out", str(tmp_path), "--budget-s", "60", "--parts", "sweep,torch"])
+    assert args.budget_s == 60 and args.parts == "sweep,torch"
+    for bad in (["--out", "x", "--parts", "sweep,nope"], ["--out", "x", "--budget-s", "0"], []):
+        with pytest.raises(SystemExit):
+            probe.parse_args(bad)
+    rep = probe.Report(str(tmp_path))
+    rep.part(
+        "sweep",
+        lambda: {
+            "queried": 3,
+            "ran": 2,
+            "losses_found": 1,
+            "flagged_by_either_variant": 1,
+            "out_of_time": False,
+            "table": "T",
+        },
+    )
+    rep.part("torch", lambda: 1 / 0)
+    text = probe.summary(rep)
+    assert (
+        "sweep: 3 shapes queried, 2 run, 1 losses" in text and "PART torch FAILED: ZeroDivisionError" in text
+    )
+    assert (tmp_path / "cublas_probe.yaml").exists()

@@ -1,0 +1,195 @@
+"""The launch classifier on kernel-name lists recorded on an H200 (FINDINGS.md) and the rules file."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fixbits.cublas.profile import (
+    FAMILIES,
+    UNKNOWN,
+    RulesError,
+    classify,
+    launches_from_trace,
+    load_rules,
+    nvjet_tile,
+    parse_rules,
+    profile_from_names,
+)
+
+pytestmark = pytest.mark.unit
+
+SPLITK_REDUCE = (
+    "void cublasLt::splitKreduce_kernel<32, 16, int, float, __half, float, __half, true, false, false>"
+    "(cublasLt::cublasSplitKParams<float>, float const*, __half const*, __half*, float const*, float const*, "
+    "__half const*, __half const*, __half*, void*, long, float*, int*)"
+)
+FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<c10::Half>, std::array<char*, 1ul> >(int, at::native::FillFunctor<c10::Half>, std::array<char*, 1ul>)"
+
+# (kernel names in launch order, expected family, expected candidates)
+RECORDED = [
+    (["nvjet_sm90_hsh_128x8_64x12_4x1_v_bz_splitK_NNT", SPLITK_REDUCE], "nvjet_splitk", ("nvjet_splitk",)),
+    (["nvjet_sm90_hsh_64x8_64x16_1x1_h_bz_splitK_NNT", SPLITK_REDUCE], "nvjet_splitk", ("nvjet_splitk",)),
+    (["nvjet_sm90_tst_128x16_64x8_2x1_v_bz_splitK_NNT", SPLITK_REDUCE], "nvjet_splitk", ("nvjet_splitk",)),
+    (["nvjet_sm90_hsh_128x64_64x8_1x2_h_bz_NNT"], "nvjet_single_pass", ("nvjet_single_pass",)),
+    (["nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT"], "nvjet_single_pass", ("nvjet_single_pass",)),
+    ([FILL, "nvjet_sm90_hss_320x128_64x3_1x2_h_bz_coopB_NNT"], "nvjet_single_pass", ("nvjet_single_pass",)),
+    (
+        [
+            "void cutlass::Kernel2<cutlass_75_tensorop_s1688gemm_f16_64x64_32x6_nn_align1>(cutlass_75_tensorop_s1688gemm_f16_64x64_32x6_nn_align1::Params)"
+        ],
+        "cutlass_per_mma",
+        ("cutlass_per_mma",),
+    ),
+    (
+        [
+            "void cutlass::Kernel2<cutlass_75_tensorop_s1688gemm_f16_64x64_32x6_nn_align1>(Params)",
+            SPLITK_REDUCE,
+        ],
+        "cutlass_splitk_per_mma",
+        ("cutlass_splitk_per_mma",),
+    ),
+    (
+        [
+            "void gemmSN_NN_kernel<__half, 256, 4, 2, 8, 4, 4, false, cublasGemvTensorStridedBatched<__half const> >(...)"
+        ],
+        "gemmsn_chain",
+        ("gemmsn_chain",),
+    ),
+    (
+        [
+            "void gemv2T_kernel_val<int, int, __half, __half, float, float, 128, 16, 4, 4, false, false>(...)",
+            "void reduce_1Block_kernel<float, float, float, 128, 7>(...)",
+        ],
+        "workspace_gemv",
+        ("workspace_gemv",),
+    ),
+    (
+        ["void gemv2T_kernel_val<int, int, __half, __half, float, float, 128, 16, 4, 4, false, false>(...)"],
+        UNKNOWN,
+        ("gemv2t_lane_tree", "gemv2t_contiguous"),
+    ),
+    (
+        [
+            "void gemvx::kernel<int, int, __half, __half, float, float, false, true, true, false, 7, false>(...)"
+        ],
+        UNKNOWN,
+        ("gemv2t_lane_tree", "gemv2t_contiguous"),
+    ),
+    (
+        [
+            "void dot_kernel<float, 128, 0, cublasDotParams<cublasGemvTensor<__half const>, cublasGemvTensor<float> > >(...)"
+        ],
+        UNKNOWN,
+        ("gemv2t_lane_tree", "gemv2t_contiguous", "workspace_gemv"),
+    ),
+    (["some_other_kernel"], UNKNOWN, ()),
+    ([], UNKNOWN, ()),
+    ([FILL], UNKNOWN, ()),
+]
+
+
+@pytest.mark.parametrize(
+    "names,family,candidates", RECORDED, ids=[f"{i}-{r[1]}" for i, r in enumerate(RECORDED)]
+)
+def test_classify_recorded_names(names: list[str], family: str, candidates: tuple[str, ...]) -> None:
+    got = classify(names)
+    assert (got.family, got.candidates) == (family, candidates), f"{names} -> {got}"
+    assert got.narrowed == (len(candidates) > 1)
+
+
+def test_profile_record_flags() -> None:
+    prof = profile_from_names(["nvjet_sm90_hsh_64x8_64x16_1x1_h_bz_splitK_NNT", SPLITK_REDUCE], memsets=1)
+    assert prof.count == 2 and prof.splitk_reduce and not prof.workspace_reduce and prof.memsets == 1
+    assert prof.family == "nvjet_splitk"
+    assert prof.to_dict()["kernels"][0].startswith("nvjet_sm90")
+
+
+def test_nvjet_tile() -> None:
+    assert nvjet_tile("nvjet_sm90_hsh_64x8_64x16_1x1_h_bz_splitK_NNT") == {
+        "block_m": 64,
+        "block_n": 8,
+        "block_k": 64,
+        "stages": 16,
+    }
+    assert nvjet_tile("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT")["block_k"] == 64  # type: ignore[index]
+    assert nvjet_tile("cutlass_75_tensorop_s1688gemm") is None
+
+
+def test_rules_file_is_valid_and_every_family_reachable() -> None:
+    rules = load_rules()
+    reachable = {f for r in rules.rules for f in r.families}
+    assert reachable == set(FAMILIES), f"families no rule reaches: {set(FAMILIES) - reachable}"
+    assert set(rules.desc_family) == set(FAMILIES)
+
+
+def _doc() -> dict:
+    from fixbits.cublas.profile import DEFAULT_RULES
+
+    with open(DEFAULT_RULES) as fh:
+        return yaml.safe_load(fh)
+
+
+@pytest.mark.parametrize(
+    "mutate,needle",
+    [
+        (lambda d: d["rules"][0].update({"all": ["(unclosed"]}), "rules[0].all: bad regex"),
+        (lambda d: d["rules"][1].update({"families": ["no_such_family"]}), "rules[1].families"),
+        (lambda d: d["families"].pop("gemmsn_chain"), "families must name exactly"),
+        (lambda d: d["rules"][2].update({"colour": 1}), "rules[2]: unknown key(s) colour"),
+        (lambda d: d["rules"][3].update({"name": d["rules"][0]["name"]}), "rules[3].name"),
+        (lambda d: d["rules"][0].update({"basis": "guess"}), "rules[0].basis"),
+    ],
+)
+def test_bad_rules_name_the_key(mutate, needle: str) -> None:  # type: ignore[no-untyped-def]
+    doc = _doc()
+    mutate(doc)
+    with pytest.raises(RulesError, match=None) as err:
+        parse_rules(doc, where="kernel_families.yaml")
+    assert needle in str(err.value) and "kernel_families.yaml" in str(err.value), str(err.value)
+
+
+def test_launches_from_chrome_trace() -> None:
+    trace = {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": SPLITK_REDUCE,
+                "ts": 20.0,
+                "dur": 2.0,
+                "args": {"grid": [1, 1, 1], "block": [128, 1, 1]},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "nvjet_sm90_hsh_64x8_64x16_1x1_h_bz_splitK_NNT",
+                "ts": 10.0,
+                "dur": 5.0,
+                "args": {"grid": [1, 1, 9], "block": [384, 1, 1]},
+            },
+            {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "ts": 5.0, "dur": 1.0},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1.0, "dur": 30.0},
+        ]
+    }
+    launches, memsets = launches_from_trace(trace)
+    assert [k.name[:9] for k in launches] == ["nvjet_sm9", "void cubl"]
+    assert launches[0].grid == (1, 1, 9) and launches[1].block == (128, 1, 1)
+    assert memsets == 1
+
+
+FRAGMENTS = [r[0] for r in RECORDED]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from([n for names in FRAGMENTS for n in names] + [FILL]), max_size=4), st.randoms()
+)
+def test_classification_ignores_launch_order(names: list[str], rnd) -> None:  # type: ignore[no-untyped-def]
+    shuffled = list(names)
+    rnd.shuffle(shuffled)
+    a, b = classify(names), classify(shuffled)
+    assert a == b, f"{names} vs {shuffled}"
+    assert a.family in (*FAMILIES, UNKNOWN) and set(a.candidates) <= set(FAMILIES)
