@@ -1,0 +1,1 @@
+"""JUnit XML merging and drift summaries (``fixbits report``)."""

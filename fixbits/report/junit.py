@@ -1,0 +1,119 @@
+"""Merge JUnit XML files and read the fixbits drift properties back out of them.
+
+A gate run is split across xdist workers, matrix cells and runners; each writes its own
+JUnit file. The merged file is what CI archives, and the summary is what a reviewer reads:
+for every failure, the shape, dtype, descriptor hash and first differing element that the
+``drift`` fixture recorded, so a drift can be located without rerunning anything.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from junitparser import Error, Failure, JUnitXml, Properties, Skipped, TestCase, TestSuite
+from junitparser.junitparser import JUnitXmlError
+
+PREFIX = "fixbits."
+
+
+class ReportError(ValueError):
+    """An input file is missing or not JUnit XML; the message names it."""
+
+
+def read(path: Path | str) -> JUnitXml:
+    p = Path(path)
+    if not p.is_file():
+        raise ReportError(f"{p}: no such file")
+    try:
+        xml = JUnitXml.fromfile(str(p))
+    except (JUnitXmlError, SyntaxError, ValueError) as exc:  # ElementTree raises ParseError (a SyntaxError)
+        raise ReportError(f"{p}: not a JUnit XML file ({exc})") from None
+    if isinstance(xml, TestSuite):  # a bare <testsuite> root
+        wrapped = JUnitXml()
+        wrapped.add_testsuite(xml)
+        return wrapped
+    return xml
+
+
+def merge(paths: Sequence[Path | str]) -> JUnitXml:
+    """One <testsuites> holding every suite of every file, with the totals recomputed."""
+    if not paths:
+        raise ReportError("no JUnit XML files given")
+    merged = JUnitXml(name="fixbits")
+    for path in paths:
+        for suite in read(path):
+            merged.add_testsuite(suite)
+    merged.update_statistics()
+    return merged
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One testcase as the summary needs it."""
+
+    test: str
+    outcome: str  # passed, failed, error, skipped
+    message: str = ""
+    properties: tuple[tuple[str, str], ...] = ()
+
+    def prop(self, name: str) -> str:
+        return dict(self.properties).get(PREFIX + name, "")
+
+
+@dataclass(frozen=True)
+class Summary:
+    tests: int
+    passed: int
+    failed: int
+    errors: int
+    skipped: int
+    skip_reasons: tuple[tuple[str, int], ...] = ()  # (reason, count), most frequent first
+    problems: tuple[CaseResult, ...] = field(default_factory=tuple)  # failures and errors
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and self.errors == 0 and self.tests > 0
+
+
+def _case_result(suite: TestSuite, case: TestCase) -> CaseResult:
+    name = f"{case.classname}::{case.name}" if case.classname else str(case.name)
+    props_el = case.child(Properties)
+    props = tuple((str(p.name), str(p.value)) for p in props_el) if props_el is not None else ()
+    results = list(case.result)
+    crash = dict(props).get(PREFIX + "crash")
+    for r in results:
+        msg = (r.message or r.text or "").strip()
+        if isinstance(r, Error):
+            return CaseResult(name, "error", msg, props)
+        if isinstance(r, Failure):
+            # the plugin marks a GPU crash: an error (infrastructure), not a bitwise verdict
+            return CaseResult(name, "error" if crash else "failed", crash or msg, props)
+        if isinstance(r, Skipped):
+            return CaseResult(name, "skipped", msg, props)
+    return CaseResult(name, "passed", "", props)
+
+
+def cases(xml: JUnitXml) -> list[CaseResult]:
+    return [_case_result(suite, case) for suite in xml for case in suite]
+
+
+def summarize(results: Iterable[CaseResult]) -> Summary:
+    results = list(results)
+    count = Counter(r.outcome for r in results)
+    reasons = Counter(
+        r.message.splitlines()[0] if r.message else "(no reason given)"
+        for r in results
+        if r.outcome == "skipped"
+    )
+    return Summary(
+        tests=len(results),
+        passed=count["passed"],
+        failed=count["failed"],
+        errors=count["error"],
+        skipped=count["skipped"],
+        skip_reasons=tuple(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
+        problems=tuple(r for r in results if r.outcome in ("failed", "error")),
+    )
