@@ -346,6 +346,7 @@ class SweepSpec:
     random_count: int
     random_limits: tuple[int, int, int, int]  # m_max, n_max, k_max, k_multiple
     others_per_mn: int
+    budget_s: float = 300.0
 
     def grid_shapes(self) -> list[tuple[int, int, int]]:
         ks = list(range(*self.k_grid)) + (list(range(*self.k_deep)) if self.k_deep else [])
@@ -406,6 +407,7 @@ def parse_sweep(data: Any, where: str = "sweep.yaml", *, quick: bool = False) ->
         random_count=_int(rs.get("count"), f"{where}: random_shapes.count"),
         random_limits=limits,  # type: ignore[arg-type]
         others_per_mn=_int(base.get("others_per_mn"), f"{where}: others_per_mn"),
+        budget_s=float(_int(base.get("suite_budget_s", 300), f"{where}: suite_budget_s", minimum=1)),
     )
 
 
