@@ -310,8 +310,14 @@ class _Problem:
 class CublasLt:
     """One cuBLASLt handle; ``library`` picks a file (ctypes), default nvmath (else torch's file)."""
 
-    def __init__(self, library: str | Any | None = None, *, prefer_nvmath: bool = True) -> None:
+    def __init__(
+        self, library: str | Any | None = None, *, prefer_nvmath: bool = True, api: Any = None
+    ) -> None:
+        """``api`` injects an object with the nvmath call names (a unit test's fake library)."""
         path = getattr(library, "path", library)
+        if api is not None:
+            self._init(api)
+            return
         try:  # load torch's libcublasLt first, so nvmath and torch share one copy of the library
             import torch
 
@@ -319,16 +325,19 @@ class CublasLt:
                 torch.cuda.init()
         except ImportError:
             pass
-        api: Any = None
+        chosen: Any = None
         if path is None and prefer_nvmath:
             try:
-                api = _NvmathApi()
+                chosen = _NvmathApi()
             except ImportError:
-                api = None
-        if api is None:
+                chosen = None
+        if chosen is None:
             if path is None:
                 path = self._default_path()
-            api = _CtypesApi(str(path))
+            chosen = _CtypesApi(str(path))
+        self._init(chosen)
+
+    def _init(self, api: Any) -> None:
         self._api = api
         self.handle = api.create()
         self.version = int(api.get_version())

@@ -82,6 +82,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--sweep-share", type=float, default=0.6, help="share of the budget for the sweep (default 0.6)"
     )
+    p.add_argument(
+        "--profile-s", type=float, default=75.0, help="time cap of the profile part (default 75 s)"
+    )
     p.add_argument("--quick", action="store_true", help="the quick sweep from sweep.yaml (fewer shapes)")
     p.add_argument("--parts", default="env,smoke,profile,sweep,torch", help="comma list of parts to run")
     p.add_argument("--seed", type=int, default=20261202)
@@ -244,14 +247,19 @@ def part_smoke(lt: Any, seed: int) -> dict[str, Any]:
     }
 
 
-def part_profile(lt: Any) -> dict[str, Any]:
+def part_profile(lt: Any, budget_s: float) -> dict[str, Any]:
     import torch
 
     from fixbits.cublas.profile import nvjet_tile, profile_call
 
     rows = []
-    for m, n, k in PROFILE_SHAPES:
-        for in_name, dt in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
+    t0 = time.monotonic()
+    skipped = 0
+    for in_name, dt in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
+        for m, n, k in PROFILE_SHAPES:
+            if time.monotonic() - t0 > budget_s:
+                skipped += 1
+                continue
             row: dict[str, Any] = {"shape": f"{m}x{n}x{k}", "in": in_name}
             try:
                 a = torch.ones(m, k, dtype=dt, device="cuda")
@@ -279,7 +287,7 @@ def part_profile(lt: Any) -> dict[str, Any]:
             f = (r.get(label) or {}).get("family")
             if f:
                 fams[f] = fams.get(f, 0) + 1
-    return {"cases": rows, "families_seen": fams}
+    return {"cases": rows, "families_seen": fams, "skipped_for_time": skipped}
 
 
 def part_sweep(lt: Any, out: str, budget_s: float, quick: bool, seed: int) -> dict[str, Any]:
@@ -514,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     if "smoke" in parts:
         rep.part("smoke", part_smoke, lt, args.seed)
     if "profile" in parts and left() > sweep_budget + 30:
-        rep.part("profile", part_profile, lt)
+        rep.part("profile", part_profile, lt, min(args.profile_s, left() - sweep_budget - 20))
     if "sweep" in parts:
         rep.part(
             "sweep",
