@@ -1,0 +1,1 @@
+"""Known cuBLAS defects: conditions, reproducers and sweeps (splitk_tail), and `fixbits bug` (cli)."""

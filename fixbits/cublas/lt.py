@@ -155,6 +155,7 @@ class _NvmathApi:
                 )
                 raise cls(f"cublasLt.{name}", status, str(exc)) from exc
 
+        setattr(self, name, call)  # built once per name: a heuristic scan makes many calls
         return call
 
 
