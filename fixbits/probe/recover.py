@@ -1,0 +1,418 @@
+"""probe(): recover the GEMMDesc of one black-box GEMM at one shape (paper §4).
+
+Order of work, each stage cheaper than the next:
+1. Which trailing elements are summed at all (the split-K tail defect drops some).
+2. Window walks: ``rn_start`` and ``group_start`` over the head of K (all of K when small).
+3. Enumerate candidates (fixbits.probe.candidates) and keep those whose predicted ±L / r
+   outcomes (fixbits.probe.plan, no arithmetic) match every outcome seen.
+4. While candidates with different trees remain: pick the placements that split them most,
+   run them (one call carries as many as the shape has rows or columns), filter again.
+5. partial_dtype / merge_dtype: value placements that fp16 or bf16 cannot hold, judged by
+   the emulator for each dtype pair.
+6. Fresh random draws (ordinary and wide exponents): the emulator with each survivor against
+   the black box's bytes on sampled outputs. One survivor (or one class of descriptors with
+   equal canonical trees) is a result; none or several different ones are reported as such.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fixbits.desc import GEMMDesc, KCut
+from fixbits.probe import candidates as C
+from fixbits.probe.placements import Call, Placement
+from fixbits.probe.plan import addresses, canonical_tree, predict_many
+from fixbits.probe.walks import Session, WalkRecord, dropped_tail, group_start, rn_start
+
+DTYPE_PAIRS = tuple(itertools.product(("fp32", "fp16", "bf16"), repeat=2))
+_CANON_LIMIT = 40_000  # canonical trees are built for K up to this; beyond, equal predictions + bytes
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What probe() found at one shape, and the evidence for it.
+
+    status: 'recovered' (one descriptor, or one class proven bit-equal on this K),
+    'ambiguous' (several non-equivalent descriptors explain everything seen: ``survivors``),
+    'failed' (no candidate explains the black box; ``notes`` says at which stage).
+    """
+
+    m: int
+    n: int
+    k: int
+    status: str
+    desc: GEMMDesc | None
+    survivors: tuple[GEMMDesc, ...]
+    evidence: tuple[WalkRecord, ...]
+    calls: int
+    candidates: int
+    eliminated: int
+    dropped_tail: int
+    draws_checked: int
+    notes: tuple[str, ...] = ()
+    alternatives: tuple[GEMMDesc, ...] = field(default=(), compare=False)
+
+    def summary(self) -> str:
+        d = self.desc.family if self.desc else "-"
+        return (f"{self.m}x{self.n}x{self.k}: {self.status} {d} "
+                f"{self.desc.short_hash if self.desc else ''} calls={self.calls} "
+                f"candidates={self.candidates} eliminated={self.eliminated} survivors={len(self.survivors)}")
+
+
+def _windows(k: int, slots: int, limit: int | None) -> list[int]:
+    lim = limit if limit is not None else max(256, min(4096, 96 * slots))
+    if k <= lim:
+        return list(range(k))
+    head = list(range(min(k, lim)))
+    tail = list(range(max(0, k - 128), k))
+    return sorted(set(head + tail))
+
+
+def _read_cells(desc: GEMMDesc, call: Call) -> np.ndarray:
+    """The emulator's bits at the cells a call reads (only those rows and columns emulated)."""
+    from fixbits.emulate import emulate
+    from fixbits.numerics.formats import bits
+
+    rows = sorted({i for i, _ in call.reads})
+    cols = sorted({j for _, j in call.reads})
+    out = emulate(desc, call.a[rows], call.b[:, cols])
+    ri = {r: x for x, r in enumerate(rows)}
+    ci = {c: x for x, c in enumerate(cols)}
+    u = bits(np.ascontiguousarray(out))
+    return np.array([int(u[ri[i], ci[j]]) for i, j in call.reads], dtype=np.uint64)
+
+
+def _class_key(desc: GEMMDesc, k: int) -> Any:
+    return canonical_tree(desc, k) if k <= _CANON_LIMIT else desc.to_json()
+
+
+class _Filter:
+    """Candidates with their addresses, filtered against the session's outcomes."""
+
+    def __init__(self, cands: list[GEMMDesc], k: int) -> None:
+        self.k = k
+        self.items: list[tuple[GEMMDesc, Any]] = []
+        for d in cands:
+            self.items.append((d, addresses(d, k)))
+        self.start = len(self.items)
+
+    def apply(self, seen: dict[tuple[int, int, int], int]) -> None:
+        if not seen:
+            return
+        t = np.array(list(seen.keys()), dtype=np.int64)
+        obs = np.array(list(seen.values()), dtype=np.int8)
+        keep = []
+        for d, ad in self.items:
+            if np.array_equal(predict_many(ad, t[:, 0], t[:, 1], t[:, 2]), obs):
+                keep.append((d, ad))
+        self.items = keep
+
+    def signatures(self, q: np.ndarray) -> dict[bytes, list[int]]:
+        groups: dict[bytes, list[int]] = {}
+        for i, (_, ad) in enumerate(self.items):
+            sig = predict_many(ad, q[:, 0], q[:, 1], q[:, 2]).tobytes()
+            groups.setdefault(sig, []).append(i)
+        return groups
+
+
+def _pool(f: _Filter, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
+    """Placements likely to split the candidates: around every candidate's unit starts, plus random."""
+    pts: set[int] = set()
+    for _, ad in f.items[:400]:
+        idx = ad.index
+        change = np.nonzero(np.any(idx[1:] != idx[:-1], axis=1))[0] + 1
+        pts.update(change[:64].tolist())
+        pts.update(change[-16:].tolist())
+    pts_l = sorted(p for p in pts if 1 <= p < k - 1)
+    trip: list[tuple[int, int, int]] = []
+    for b in pts_l:
+        trip.append(rn_start(b))
+        if b >= 2:
+            trip.append(group_start(b))
+        if b + 1 < k:
+            trip.append((0, b, b + 1) if b > 0 else (k - 1, b, b + 1))
+    if pts_l:
+        arr = np.array(pts_l)
+        for _ in range(size // 2):
+            a, b, c = rng.choice(arr, 3)
+            if len({a, b, c}) == 3:
+                trip.append((int(a), int(b), int(c)))
+    for _ in range(size // 2):
+        a, b, c = (int(x) for x in rng.integers(0, k, 3))
+        if len({a, b, c}) == 3:
+            trip.append((a, b, c))
+        if k > 2:
+            trip.append((a, 0, max(1, k - 1 - (b % 8))) if a not in (0, k - 1 - (b % 8)) and k - 1 - (b % 8) > 0 else (1, 0, 2))
+    trip = [t for t in dict.fromkeys(trip) if len(set(t)) == 3 and all(0 <= x < k for x in t)]
+    return np.array(trip, dtype=np.int64).reshape(-1, 3)
+
+
+def _choose(f: _Filter, q: np.ndarray, budget: int) -> list[tuple[int, int, int]]:
+    """Greedy: placements that split the most candidate groups apart."""
+    preds = np.stack([predict_many(ad, q[:, 0], q[:, 1], q[:, 2]) for _, ad in f.items])  # (C, Q)
+    n = preds.shape[0]
+    labels = np.zeros(n, dtype=np.int64)
+    chosen: list[int] = []
+    for _ in range(budget):
+        best, best_score = -1, 0
+        # score: number of candidate pairs newly separated
+        for j in range(preds.shape[1]):
+            if j in chosen:
+                continue
+            key = labels * 4 + preds[:, j]
+            _, counts = np.unique(key, return_counts=True)
+            _, old = np.unique(labels, return_counts=True)
+            score = int((old * (old - 1)).sum() - (counts * (counts - 1)).sum())
+            if score > best_score:
+                best, best_score = j, score
+        if best < 0:
+            break
+        chosen.append(best)
+        _, labels = np.unique(labels * 4 + preds[:, best], return_inverse=True)
+        if len(np.unique(labels)) == n:
+            break
+    return [tuple(int(x) for x in q[j]) for j in chosen]  # type: ignore[misc]
+
+
+def _value_placements(desc: GEMMDesc, k: int, s: Session) -> list[Placement]:
+    """Sums that fp16 / bf16 partials or merges cannot carry, in two or three level-0 parts."""
+    cut = desc.k_cuts[0]
+    parts = [p for p in cut.parts(k) if p]
+    if len(parts) < 2:
+        return []
+
+    def elems(runs: list[tuple[int, int]]) -> list[int]:
+        out: list[int] = []
+        for a, b in runs:
+            out.extend(range(a, b))
+            if len(out) >= 2:
+                break
+        return out
+
+    p0, p1 = elems(parts[0]), elems(parts[1])
+    p2 = elems(parts[2]) if len(parts) > 2 else []
+    fp8 = desc.in_dtype.startswith("fp8")
+    pls: list[Placement] = []
+
+    def term(pos: int, v: float) -> tuple[int, float, float]:
+        if fp8 and abs(v) < 2.0**-6:  # keep fp8 factors exact: v = a * 2^-3
+            return (pos, v * 8.0, 0.125)
+        return (pos, v, 1.0)
+
+    for eps in (2.0**-12, 2.0**-9, 2.0**-4):
+        if len(p0) < 2 or len(p1) < 2:
+            break
+        pls.append(Placement((term(p0[0], 1.0), term(p0[1], eps), term(p1[0], -1.0)), ("dt", eps, 1)))
+        pls.append(Placement((term(p0[0], 1.0), term(p0[1], eps), term(p1[0], -1.0), term(p1[1], -eps)), ("dt", eps, 2)))
+        pls.append(Placement((term(p0[0], 1.0), term(p1[0], eps)), ("dt", eps, 3)))
+        if p2:
+            pls.append(Placement((term(p0[0], 1.0), term(p1[0], eps), term(p2[0], -1.0)), ("dt", eps, 4)))
+    big = 2.0**8 if not fp8 else 2.0**7
+    if len(p0) >= 2 and len(p1) >= 1:
+        pls.append(Placement(((p0[0], big, big if fp8 else 1.0), (p0[1], big, big if fp8 else 1.0), term(p1[0], 1.0)), ("dt", "big")))
+    return pls
+
+
+def _draw(shape: tuple[int, int], dtype: str, kind: str, seed: int) -> np.ndarray:
+    from fixbits.inputs import draw
+
+    return draw(shape, dtype, kind, seed)
+
+
+def _sample(n: int, count: int, rng: np.random.Generator) -> list[int]:
+    if n <= count:
+        return list(range(n))
+    pick = set(rng.choice(n, count - 2, replace=False).tolist()) | {0, n - 1}
+    return sorted(pick)
+
+
+def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *, seed: int, draws: int,
+                 cells: int = 8) -> tuple[list[bool], int]:
+    """Each desc against the black box on ``draws`` fresh ordinary + wide draws (sampled cells)."""
+    from fixbits.emulate import emulate
+    from fixbits.numerics.formats import bits
+
+    ok = [True] * len(descs)
+    in_dtype = descs[0].in_dtype
+    rng = np.random.default_rng(seed)
+    done = 0
+    for i in range(draws):
+        kind = ("ordinary", "wide")[i % 2]
+        a = _draw((m, k), in_dtype, kind, seed * 1000 + 2 * i)
+        b = _draw((k, n), in_dtype, kind, seed * 1000 + 2 * i + 1)
+        got = backend.gemm(a, b)
+        done += 1
+        rows, cols = _sample(m, cells, rng), _sample(n, cells, rng)
+        want_bits = bits(np.ascontiguousarray(got[np.ix_(rows, cols)]))
+        for j, d in enumerate(descs):
+            if ok[j]:
+                em = emulate(d, a[rows], b[:, cols])
+                ok[j] = bool(np.array_equal(bits(np.ascontiguousarray(em)), want_bits))
+    return ok, done
+
+
+def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, Any] | None = None,
+          seed: int = 0, draws: int = 4, rounds: int = 8, window: int | None = None) -> ProbeResult:
+    """Recover the GEMMDesc ``backend`` computes at (m, n, k); see the module docstring.
+
+    hints (all optional): splitk_num (the heuristic's SPLITK_NUM), instruction ('fma' for a
+    scalar kernel, from the launch profile), fast_accum (bool), granule (preferred split
+    granule), extra_shapes (other (m, n, k) with the same heuristic answer, to pin a split's
+    span rule and granule).
+    """
+    hints = dict(hints or {})
+    in_dtype, out_dtype = backend.in_dtype, backend.out_dtype
+    s = Session(backend, m, n, k, in_dtype, out_dtype)
+    notes: list[str] = []
+    rng = np.random.default_rng(seed)
+
+    def result(status: str, desc: GEMMDesc | None, surv: list[GEMMDesc], cands: int, checked: int,
+               alternatives: tuple[GEMMDesc, ...] = ()) -> ProbeResult:
+        return ProbeResult(m, n, k, status, desc, tuple(surv), tuple(s.records), s.calls, cands,
+                           cands - len(surv), k - keff, checked, tuple(notes), alternatives)
+
+    if k < 3:
+        keff = k
+        notes.append("K < 3: no room for a ±L / r placement")
+        return result("failed", None, [], 0, 0)
+    # 1. the summed prefix
+    keff = k - dropped_tail(s)
+    # 2. windows
+    win = [z for z in _windows(keff, s.packer.slots, window) if z < keff]
+    s.triples("group_start", [group_start(z) for z in win if z >= 2])
+    s.triples("rn_start", [rn_start(b) for b in win if 1 <= b < keff - 1])
+    gt = [z for z in win if z >= 2 and s.seen[group_start(z)] == 1]
+    gseen = [z for z in win if z >= 2]
+    rt = [b for b in win if 1 <= b < keff - 1 and s.seen[rn_start(b)] == 1]
+    rseen = [b for b in win if 1 <= b < keff - 1]
+    head = [z for z in gseen if z < min(keff, 512)]
+    scalar = bool(head) and sum(1 for z in head if s.seen[group_start(z)] == 1) >= 0.5 * len(head)
+    obs = C.Observed(k, keff, tuple(rt), tuple(rseen), tuple(gt), tuple(gseen), scalar)
+    # 3. candidates, structural filter
+    cands = list(C.generate(arch, in_dtype, out_dtype, obs, hints))
+    n_cands = len(cands)
+    f = _Filter(cands, k)
+    f.apply(s.seen)
+    # 4. split what remains
+    for _ in range(rounds):
+        if len(f.items) <= 1:
+            break
+        q = _pool(f, k, rng, 3000)
+        if len(q) == 0:
+            break
+        groups = f.signatures(q)
+        if len(groups) <= 1:
+            break
+        chosen = _choose(f, q, budget=max(8, min(4 * s.packer.slots, 256)))
+        if not chosen:
+            break
+        s.triples("split", chosen)
+        f.apply(s.seen)
+    if not f.items:
+        notes.append("no candidate structure explains the ±L / r walks")
+        return result("failed", None, [], n_cands, 0)
+    # classes of candidates that remain: equal canonical trees are one class
+    classes: dict[Any, list[GEMMDesc]] = {}
+    for d, _ in f.items:
+        classes.setdefault(_class_key(d, k), []).append(d)
+    # 5. dtypes of partials and merge, read on a member of each class that has level-0 parts
+    with_dt: list[GEMMDesc] = []
+    for members in classes.values():
+        members.sort(key=lambda d: C.preference(d, hints))
+        simplest = members[0]
+        cut_member = next((d for d in members if d.k_cuts and sum(1 for p in d.k_cuts[0].parts(k) if p) >= 2), None)
+        vp = _value_placements(cut_member, k, s) if cut_member is not None else []
+        if not vp:
+            with_dt.append(simplest)
+            continue
+        calls, _ = s.values("dtypes", vp)
+        for pdt, mdt in DTYPE_PAIRS:
+            d = cut_member.replace(partial_dtype=pdt, merge_dtype=mdt)
+            if all(np.array_equal(_read_cells(d, c), np.array(_bits_of(c), dtype=np.uint64)) for c in calls):
+                with_dt.append(simplest if (pdt, mdt) == ("fp32", "fp32") else d)
+    if not with_dt:
+        notes.append("no partial/merge dtype pair reproduces the value placements")
+        return result("failed", None, [], n_cands, 0)
+    # 6. random draws
+    ok, checked = verify_draws(backend, with_dt, m, n, k, seed=seed + 1, draws=draws)
+    s.calls += checked
+    surv = [d for d, good in zip(with_dt, ok) if good]
+    if not surv:
+        notes.append(f"{len(with_dt)} candidate(s) explain the placements but none the random draws: "
+                     + "; ".join(d.family + " " + d.short_hash for d in with_dt[:5]))
+        return result("failed", None, with_dt, n_cands, checked)
+    # descriptors equal in tree are one answer; else ambiguous
+    by_class: dict[Any, list[GEMMDesc]] = {}
+    for d in surv:
+        by_class.setdefault((_class_key(d, k), d.partial_dtype, d.merge_dtype), []).append(d)
+    if len(by_class) > 1:
+        notes.append(f"{len(by_class)} non-equivalent descriptors survive every test")
+        return result("ambiguous", None, surv, n_cands, checked)
+    best = sorted(surv, key=lambda d: C.preference(d, hints))[0]
+    alts = _split_alternatives(best, k)
+    extra = hints.get("extra_shapes") or []
+    if alts and extra:
+        best, alts, more = _pin_rule(backend, best, alts, list(extra), arch, hints)
+        notes.extend(more)
+    return result("recovered", best, surv, n_cands, checked, tuple(alts))
+
+
+def _bits_of(call: Call) -> list[int]:
+    from fixbits.probe.placements import read_bits
+
+    return read_bits(call)
+
+
+def _split_alternatives(desc: GEMMDesc, k: int) -> list[GEMMDesc]:
+    """Other (granule, span_rule) of the level-0 count cut that cut this K the same way."""
+    if not desc.k_cuts or desc.k_cuts[0].count is None or desc.k_cuts[0].layout != "contiguous":
+        return []
+    cut = desc.k_cuts[0]
+    want = cut.parts(k)
+    out = []
+    for rule in C.RULES:
+        for g in C.GRANULES:
+            alt = KCut("contiguous", count=cut.count, granule=g, span_rule=rule, merge=cut.merge)
+            if alt != cut and alt.parts(k) == want:
+                out.append(desc.replace(k_cuts=(alt,) + desc.k_cuts[1:]))
+    return out
+
+
+def _pin_rule(backend: Any, best: GEMMDesc, alts: list[GEMMDesc], extra: list[tuple[int, int, int]],
+              arch: str, hints: dict[str, Any]) -> tuple[GEMMDesc, list[GEMMDesc], list[str]]:
+    """Probe other shapes of the same answer at the predicted boundaries of every alternative."""
+    notes = []
+    alive = [best] + alts
+    for m2, n2, k2 in extra:
+        s2 = Session(backend, m2, n2, k2, best.in_dtype, best.out_dtype)
+        keff2 = k2 - dropped_tail(s2)
+        trip: set[tuple[int, int, int]] = set()
+        for d in alive:
+            for runs in d.k_cuts[0].parts(k2):
+                if runs and 1 <= runs[0][0] < k2 - 1:
+                    trip.add(rn_start(runs[0][0]))
+                    if runs[0][0] >= 2:
+                        trip.add(rn_start(runs[0][0] - 1))
+        tl = sorted(trip)
+        got = s2.triples("rule", tl)
+        nxt = []
+        for d in alive:
+            ad = addresses(d, k2)
+            stops = [r[-1][1] for r in d.k_cuts[0].parts(k2) if r]
+            if stops and max(stops) != keff2:
+                continue
+            if not tl:
+                nxt.append(d)
+                continue
+            t = np.array(tl)
+            if np.array_equal(predict_many(ad, t[:, 0], t[:, 1], t[:, 2]), np.array(got, dtype=np.int8)):
+                nxt.append(d)
+        notes.append(f"rule check at {m2}x{n2}x{k2}: {len(nxt)} of {len(alive)} (granule, rule) readings remain")
+        if nxt:
+            alive = nxt
+    alive.sort(key=lambda d: C.preference(d, hints))
+    return alive[0], alive[1:], notes
