@@ -75,3 +75,36 @@ def test_backend_roundtrip_bits() -> None:
     c1, c2 = be.gemm(a, b), CublasBackend("fp16", "fp32", algo="heuristic", _lt=be.lt).gemm(a, b)
     assert c1.dtype == np.float32 and c1.shape == (8, 16)
     assert (c1.view(np.uint32) == c2.view(np.uint32)).all(), "seed=7"
+
+
+@pytest.mark.parametrize(
+    "shape,family",
+    [
+        ((1, 8, 8648), "nvjet_splitk"),
+        ((256, 4096, 4096), "nvjet_single_pass"),
+        ((16, 4096, 14336), "nvjet_splitk"),
+    ],
+)
+def test_profile_classifies_torch_mm(shape, family: str) -> None:  # type: ignore[no-untyped-def]
+    """Families FINDINGS.md recorded for torch.matmul fp16 on an H200 with cuBLAS 13.1.0."""
+    from fixbits.cublas.profile import profile_call
+    from fixbits.predicates import gpu_arch
+
+    if gpu_arch() != "sm_90":
+        pytest.skip(f"recorded on sm_90, this GPU is {gpu_arch()}")
+    m, n, k = shape
+    a = torch.ones(m, k, dtype=torch.float16, device="cuda")
+    b = torch.ones(k, n, dtype=torch.float16, device="cuda")
+    prof = profile_call(lambda: torch.matmul(a, b))
+    assert prof.count >= 1, "the profiler saw no kernel (CUPTI unavailable?)"
+    assert prof.family == family, f"{shape}: {prof.to_dict()}"
+    assert prof.splitk_reduce == (family == "nvjet_splitk"), prof.to_dict()
+
+
+def test_cli_reproducer_matches_the_condition(capsys: pytest.CaptureFixture[str]) -> None:
+    from fixbits.cli import main
+
+    rc = main(["bug", "splitk-tail", "--shape", "32x32x11528"])
+    out = capsys.readouterr().out
+    assert "predicted loss" in out and "lt-own-no-workspace" in out, out
+    assert rc == 0, out
