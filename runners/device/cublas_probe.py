@@ -10,6 +10,7 @@ Parts (each isolated: a failure is recorded and the next part runs):
   sweep    split-K tail: heuristic for every shape, all-ones GEMM where either condition
            variant predicts a loss plus seeded others, TP/FP/FN/TN with and without ALGO_ID
   torch    whether torch.mm / torch.matmul lose the tail, at the shapes the sweep found
+  libs     the ctypes path over every discovered libcublasLt file against the default binding
 Writes DIR/cublas_probe.yaml (everything), DIR/splitk_sweep.csv (every shape run) and prints a
 summary table last.
 """
@@ -86,10 +87,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--profile-s", type=float, default=75.0, help="time cap of the profile part (default 75 s)"
     )
     p.add_argument("--quick", action="store_true", help="the quick sweep from sweep.yaml (fewer shapes)")
-    p.add_argument("--parts", default="env,smoke,profile,sweep,torch", help="comma list of parts to run")
+    p.add_argument("--parts", default="env,smoke,profile,sweep,torch,libs", help="comma list of parts to run")
     p.add_argument("--seed", type=int, default=20261202)
     args = p.parse_args(argv)
-    known = {"env", "smoke", "profile", "sweep", "torch"}
+    known = {"env", "smoke", "profile", "sweep", "torch", "libs"}
     bad = set(args.parts.split(",")) - known
     if bad:
         p.error(f"unknown part(s) {', '.join(sorted(bad))}; known: {', '.join(sorted(known))}")
@@ -217,7 +218,21 @@ def part_smoke(lt: Any, seed: int) -> dict[str, Any]:
                 except Exception as exc:
                     row["error"] = _err(exc)
                 rows.append(row)
-    # the ctypes path over every discovered library, against the default binding
+    ok = sum(
+        1
+        for r in rows
+        if r.get("own_vs_chosen_equal") and (r.get("vs_torch_mm_fp32_equal") or r.get("vs_scaled_mm_equal"))
+    )
+    return {
+        "cases": rows,
+        "summary": {"cases": len(rows), "all_equal": ok, "errors": sum(1 for r in rows if "error" in r)},
+    }
+
+
+def part_libs(lt: Any, seed: int) -> dict[str, Any]:
+    """Last, since a second copy of the library in one process is the riskiest thing done here."""
+    import torch
+
     from fixbits.cublas.lib import discover
     from fixbits.cublas.lt import CublasLt
 
@@ -235,16 +250,7 @@ def part_smoke(lt: Any, seed: int) -> dict[str, Any]:
         except Exception as exc:
             entry["error"] = _err(exc)
         libs.append(entry)
-    ok = sum(
-        1
-        for r in rows
-        if r.get("own_vs_chosen_equal") and (r.get("vs_torch_mm_fp32_equal") or r.get("vs_scaled_mm_equal"))
-    )
-    return {
-        "cases": rows,
-        "libraries": libs,
-        "summary": {"cases": len(rows), "all_equal": ok, "errors": sum(1 for r in rows if "error" in r)},
-    }
+    return {"libraries": libs}
 
 
 def part_profile(lt: Any, budget_s: float) -> dict[str, Any]:
@@ -493,6 +499,11 @@ def summary(rep: Report) -> str:
             f"matmul short {tp['matmul_short']}, mm(out fp32)==lt own at {tp['mm_out_fp32_equals_lt_own']}"
             f"/{len(tp['cases'])}"
         )
+    for x in (p.get("libs") or {}).get("libraries", []):
+        lines.append(
+            f"lib {x['path']} ({x['version']}): heuristic same {x.get('heuristic_same_as_default')}, "
+            f"bytes same {x.get('bytes_same_as_default')} {x.get('error', '')}"
+        )
     for name, tb in rep.data["errors"].items():
         lines.append(f"PART {name} FAILED: {tb.strip().splitlines()[-1]}")
     return "\n".join(lines)
@@ -534,7 +545,9 @@ def main(argv: list[str] | None = None) -> int:
             args.seed,
         )
     if "torch" in parts:
-        rep.part("torch", part_torch, lt, rep.data["parts"].get("sweep"), max(10.0, left() - 5))
+        rep.part("torch", part_torch, lt, rep.data["parts"].get("sweep"), max(10.0, left() - 25))
+    if "libs" in parts:
+        rep.part("libs", part_libs, lt, args.seed)
     rep.data["total_seconds"] = round(time.monotonic() - t_start, 1)
     rep.flush()
     print(summary(rep))
