@@ -218,6 +218,26 @@ def part_smoke(lt: Any, seed: int) -> dict[str, Any]:
                 except Exception as exc:
                     row["error"] = _err(exc)
                 rows.append(row)
+    # the paper's check that asking for an fp32 output leaves the heuristic's choice alone
+    from fixbits.bugs.splitk_tail import load_sweep
+
+    same = differ = 0
+    examples = []
+    for m, n, k in load_sweep().random_shapes()[:600]:
+        for in_name in ("fp16", "bf16"):
+            try:
+                a16 = lt.heuristic(m, n, k, in_name, in_name)
+                a32 = lt.heuristic(m, n, k, in_name, "fp32")
+            except Exception as exc:
+                examples.append(f"{m}x{n}x{k} {in_name}: {_err(exc)}")
+                continue
+            if a16.key() == a32.key():
+                same += 1
+            else:
+                differ += 1
+                if len(examples) < 20:
+                    examples.append(f"{m}x{n}x{k} {in_name}: {a16.key_str()} vs fp32 {a32.key_str()}")
+    out_invariance = {"same": same, "differ": differ, "examples": examples}
     ok = sum(
         1
         for r in rows
@@ -225,6 +245,7 @@ def part_smoke(lt: Any, seed: int) -> dict[str, Any]:
     )
     return {
         "cases": rows,
+        "out_dtype_invariance": out_invariance,
         "summary": {"cases": len(rows), "all_equal": ok, "errors": sum(1 for r in rows if "error" in r)},
     }
 
@@ -447,6 +468,7 @@ def part_torch(lt: Any, sweep: dict[str, Any] | None, budget_s: float) -> dict[s
             row: dict[str, Any] = {"shape": f"{m}x{n}x{k}", "in": dt, "whole_in_dtype": rounded(k, dt)}
             try:
                 row["lt_own_lost"] = ones_lt(lt, m, n, k, dt, workspace_bytes=32 << 20, pool=pool).lost(k)
+                row["lt_no_workspace_lost"] = ones_lt(lt, m, n, k, dt, workspace_bytes=0, pool=pool).lost(k)
                 for how in ("mm", "mm_out_fp32", "matmul"):
                     r = ones_torch(m, n, k, dt, how, pool=pool)
                     row[how] = r.value if r.uniform else [r.min, r.max]
@@ -463,6 +485,7 @@ def part_torch(lt: Any, sweep: dict[str, Any] | None, budget_s: float) -> dict[s
         "mm_out_fp32_loses": sum(1 for r in rows if r.get("mm_out_fp32_lost")),
         "mm_in_dtype_short": sum(1 for r in rows if r.get("mm_short")),
         "matmul_short": sum(1 for r in rows if r.get("matmul_short")),
+        "no_workspace_whole": sum(1 for r in rows if r.get("lt_no_workspace_lost") == 0),
         "mm_out_fp32_equals_lt_own": sum(
             1 for r in rows if "lt_own_lost" in r and r.get("mm_out_fp32_lost") == r["lt_own_lost"]
         ),
@@ -479,8 +502,10 @@ def summary(rep: Report) -> str:
     )
     sm = (p.get("smoke") or {}).get("summary")
     if sm:
+        inv = (p.get("smoke") or {}).get("out_dtype_invariance", {})
         lines.append(
-            f"smoke: {sm['all_equal']}/{sm['cases']} cases bit-equal own/chosen/torch, {sm['errors']} errors"
+            f"smoke: {sm['all_equal']}/{sm['cases']} cases bit-equal own/chosen/torch, {sm['errors']} errors; "
+            f"heuristic same for fp32 vs in-dtype output at {inv.get('same')} shapes, differs at {inv.get('differ')}"
         )
     pr = p.get("profile")
     if pr:
@@ -497,7 +522,7 @@ def summary(rep: Report) -> str:
         lines.append(
             f"torch: mm(out fp32) loses at {tp['mm_out_fp32_loses']} cases, mm short {tp['mm_in_dtype_short']}, "
             f"matmul short {tp['matmul_short']}, mm(out fp32)==lt own at {tp['mm_out_fp32_equals_lt_own']}"
-            f"/{len(tp['cases'])}"
+            f"/{len(tp['cases'])}, zero-workspace control whole at {tp.get('no_workspace_whole')}"
         )
     for x in (p.get("libs") or {}).get("libraries", []):
         lines.append(
