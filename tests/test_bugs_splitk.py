@@ -270,3 +270,20 @@ def test_sweep_respects_the_deadline_and_records_failures() -> None:
     assert res.out_of_time and res.queried < 2000
     assert res.run_errors > 0 and res.ran == 0
     assert all("CUDA error" in r.error for r in res.records if r.error and r.error.startswith("run"))
+
+
+@pytest.mark.parametrize("k,s", [(11528, 9), (57616, 45), (8648, 9), (34 * 64 + 8, 17)])
+def test_tail_dropped_descriptor_replays_the_loss(k: int, s: int) -> None:
+    """The emulator run on the losing launch's descriptor returns K - t, like the GPU does."""
+    import numpy as np
+
+    from fixbits.bugs.splitk_tail import tail_dropped_desc
+    from fixbits.emulate import emulate
+
+    pred = tail_condition(k, 64, s, 66)
+    assert pred.lost, pred.explain()
+    desc = tail_dropped_desc(pred, "fp16")
+    got = emulate(desc, np.ones((1, k), np.float16), np.ones((k, 8), np.float16))
+    assert got.dtype == np.float32 and (got == np.float32(k - pred.lost)).all(), f"{pred.explain()}: {got}"
+    with pytest.raises(ValueError, match="no tail"):
+        tail_dropped_desc(tail_condition(8648, 64, 6, 66), "fp16")

@@ -735,3 +735,29 @@ def summary_table(result: SweepResult, dtypes: tuple[str, ...]) -> str:
                 f"{c.tp:>6} {c.fp:>6} {c.fn:>6} {c.tn:>7} {c.wrong_amount:>9}"
             )
     return "\n".join(rows)
+
+
+_INSTRUCTION = {"sm_80": "mma", "sm_90": "wgmma", "sm_100": "tcgen05", "sm_103": "tcgen05"}
+
+
+def tail_dropped_desc(
+    pred: TailPrediction, in_dtype: str, arch: str = "sm_90", out_dtype: str = "fp32"
+) -> Any:
+    """The GEMMDesc of a losing launch: s contiguous parts of (q/s)·b whole steps, the last one
+    stopping at K - t (KCut span_rule 'tail_dropped'), partials merged in fp32. This is what
+    the arch profile records for a losing answer, so the emulator replays the loss on CPU."""
+    from fixbits.desc import GEMMDesc, KCut
+
+    if not pred.lost:
+        raise ValueError(f"no tail is dropped here: {pred.explain()}")
+    if arch not in _INSTRUCTION:
+        raise ValueError(f"arch {arch!r} is not one of {', '.join(_INSTRUCTION)}")
+    return GEMMDesc(
+        arch=arch,
+        instruction=_INSTRUCTION[arch],
+        instruction_k=32 if in_dtype.startswith("fp8") else 16,
+        in_dtype=in_dtype,
+        out_dtype=out_dtype,
+        k_loop_step=pred.k_step,
+        k_cuts=(KCut("contiguous", count=pred.splitk_num, granule=pred.k_step, span_rule="tail_dropped"),),
+    )
