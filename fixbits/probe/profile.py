@@ -1,0 +1,182 @@
+"""ArchProfile: one table per (SM, library version, dtype pair), heuristic answer -> GEMMDesc.
+
+A descriptor depends on the shape only through the cost model's answer for it (paper §4), so
+a finite table of answers is the whole function (SM, shape) -> GEMMDesc for one library
+generation. ``lookup`` never guesses: an answer that is not in the table raises NotInProfile
+naming it, so a caller falls back or reports instead of emulating the wrong arithmetic.
+
+File: matrices/profiles/<arch>_cublaslt<version>_<in>_<out>.yaml
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fixbits.desc import DescError, GEMMDesc
+
+PROFILE_DIR = Path(__file__).resolve().parents[2] / "matrices" / "profiles"
+KEY_FIELDS = ("algo_id", "tile_id", "splitk_num", "reduction_scheme", "cta_swizzling", "custom_option", "stages_id")
+
+
+class ProfileError(ValueError):
+    """A profile file is malformed; the message names the file and the key."""
+
+
+class NotInProfile(LookupError):
+    """The heuristic answer has no entry in the profile (never guessed)."""
+
+
+def answer_key(answer: Any) -> str:
+    """'a66-t10-s9-r2-w0-c0-g0' from a HeuristicAnswer, a mapping, or a key tuple."""
+    if isinstance(answer, str):
+        return answer
+    if hasattr(answer, "key_str"):
+        return str(answer.key_str())
+    if isinstance(answer, dict):
+        vals = tuple(int(answer[f]) for f in KEY_FIELDS)
+    else:
+        vals = tuple(int(v) for v in answer)
+    if len(vals) != len(KEY_FIELDS):
+        raise ValueError(f"an answer key has {len(KEY_FIELDS)} fields ({', '.join(KEY_FIELDS)}), got {vals}")
+    return "a{}-t{}-s{}-r{}-w{}-c{}-g{}".format(*vals)
+
+
+@dataclass(frozen=True)
+class ProfileEntry:
+    """One answer's descriptor, the shape it was probed at and how many shapes verified it."""
+
+    key: str
+    desc: GEMMDesc
+    shape: tuple[int, int, int]
+    verified_shapes: int
+    shapes_seen: int = 0
+    kernels: tuple[str, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ArchProfile:
+    arch: str
+    library: str
+    library_version: str
+    dtype: str
+    out_dtype: str
+    entries: dict[str, ProfileEntry] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # answer key -> why it was not probed
+
+    @property
+    def filename(self) -> str:
+        return profile_filename(self.arch, self.library_version, self.dtype, self.out_dtype)
+
+    def lookup(self, answer: Any) -> GEMMDesc:
+        key = answer_key(answer)
+        entry = self.entries.get(key)
+        if entry is None:
+            why = f" (probing it failed: {self.failed[key]})" if key in self.failed else ""
+            raise NotInProfile(
+                f"heuristic answer {key} is not in the {self.arch} cuBLASLt {self.library_version} "
+                f"{self.dtype}->{self.out_dtype} profile{why}; {len(self.entries)} answers are"
+            )
+        return entry.desc
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "arch": self.arch,
+            "library": self.library,
+            "library_version": self.library_version,
+            "dtype": self.dtype,
+            "out_dtype": self.out_dtype,
+            "entries": {
+                k: {
+                    "desc": e.desc.to_dict(),
+                    "shape": list(e.shape),
+                    "verified_shapes": e.verified_shapes,
+                    "shapes_seen": e.shapes_seen,
+                    "kernels": list(e.kernels),
+                    "note": e.note,
+                }
+                for k, e in sorted(self.entries.items())
+            },
+            "failed": dict(sorted(self.failed.items())),
+        }
+
+    def save(self, directory: str | Path = PROFILE_DIR) -> Path:
+        path = Path(directory) / self.filename
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".yaml.tmp")
+        tmp.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def from_dict(cls, data: Any, *, where: str) -> ArchProfile:
+        if not isinstance(data, dict):
+            raise ProfileError(f"{where}: expected a mapping at the top level")
+        for key in ("arch", "library", "library_version", "dtype", "out_dtype", "entries"):
+            if key not in data:
+                raise ProfileError(f"{where}: missing key '{key}'")
+        entries_raw = data["entries"] or {}
+        if not isinstance(entries_raw, dict):
+            raise ProfileError(f"{where}: 'entries' must map answer keys to entries")
+        entries: dict[str, ProfileEntry] = {}
+        for key, e in entries_raw.items():
+            here = f"{where}: entries.{key}"
+            if not isinstance(e, dict):
+                raise ProfileError(f"{here}: expected a mapping")
+            for need in ("desc", "shape", "verified_shapes"):
+                if need not in e:
+                    raise ProfileError(f"{here}: missing key '{need}'")
+            try:
+                desc = GEMMDesc.from_dict(e["desc"], where=f"{here}.desc")
+            except DescError as exc:
+                raise ProfileError(str(exc)) from exc
+            shape = e["shape"]
+            if not (isinstance(shape, list) and len(shape) == 3 and all(isinstance(x, int) and x > 0 for x in shape)):
+                raise ProfileError(f"{here}.shape: expected [m, n, k] positive integers, got {shape!r}")
+            if not isinstance(e["verified_shapes"], int) or e["verified_shapes"] < 0:
+                raise ProfileError(f"{here}.verified_shapes: expected a non-negative integer")
+            if desc.in_dtype != data["dtype"] or desc.out_dtype != data["out_dtype"]:
+                raise ProfileError(f"{here}.desc: dtypes {desc.in_dtype}->{desc.out_dtype} differ from the profile's "
+                                   f"{data['dtype']}->{data['out_dtype']}")
+            entries[str(key)] = ProfileEntry(str(key), desc, (shape[0], shape[1], shape[2]), e["verified_shapes"],
+                                             int(e.get("shapes_seen", 0)), tuple(e.get("kernels", ()) or ()),
+                                             str(e.get("note", "")))
+        failed = data.get("failed") or {}
+        if not isinstance(failed, dict):
+            raise ProfileError(f"{where}: 'failed' must map answer keys to reasons")
+        return cls(str(data["arch"]), str(data["library"]), str(data["library_version"]), str(data["dtype"]),
+                   str(data["out_dtype"]), entries, {str(k): str(v) for k, v in failed.items()})
+
+
+def profile_filename(arch: str, library_version: str, dtype: str, out_dtype: str) -> str:
+    return f"{arch}_cublaslt{library_version}_{dtype}_{out_dtype}.yaml"
+
+
+def load(path: str | Path) -> ArchProfile:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read ({exc.strerror})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{path}: not YAML ({exc})") from exc
+    return ArchProfile.from_dict(data, where=str(path))
+
+
+def find(arch: str, library_version: str, dtype: str, out_dtype: str = "fp32",
+         directory: str | Path = PROFILE_DIR) -> ArchProfile:
+    path = Path(directory) / profile_filename(arch, library_version, dtype, out_dtype)
+    if not path.exists():
+        have = sorted(p.name for p in Path(directory).glob("*.yaml"))
+        raise FileNotFoundError(f"no profile {path.name} in {directory}; present: {', '.join(have) or 'none'}")
+    return load(path)
+
+
+def available(directory: str | Path = PROFILE_DIR) -> list[Path]:
+    return sorted(Path(directory).glob("*.yaml"))

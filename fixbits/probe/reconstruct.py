@@ -1,0 +1,243 @@
+"""`fixbits reconstruct`: build an arch profile from cuBLASLt on this machine's GPU.
+
+1. Scan: ask the heuristic (host only, no kernel) for a large shape space, vectors to very
+   long lengths and K to very deep, and group shapes by answer key.
+2. For every answer: profile one launch (kernel names narrow the family), probe one
+   representative shape (fixbits.probe.recover.probe), pin a split's span rule on a second
+   K of the same answer, then verify on a few other shapes of that answer: the emulator with
+   the entry's descriptor against cuBLAS's bytes on fresh ordinary and wide draws.
+3. Write the profile after every answer (a partial profile is resumable), and list every
+   answer that failed to probe with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fixbits.probe.profile import ArchProfile, ProfileEntry, answer_key, load, profile_filename
+
+_POW2 = [1 << i for i in range(0, 15)]
+
+
+def shape_space(max_queries: int, seed: int = 0, *, k_multiple: int = 1) -> list[tuple[int, int, int]]:
+    """GEMV/vector shapes to very long, K to very deep, and a seeded sample of general shapes."""
+    rng = np.random.default_rng(seed)
+    ks = sorted({int(x) for x in np.unique(np.round(np.geomspace(8, 1_048_576, 160)))}
+                | {64 * j + t for j in (1, 2, 16, 64, 135, 180, 900) for t in (0, 8, 16, 40)})
+    ms = [1, 2, 3, 4, 8, 16, 17, 32, 64, 100, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+    ns = [1, 2, 8, 16, 64, 128, 512, 1000, 2048, 2880, 4096, 8192, 14336, 32768, 65536, 131072, 248320, 1_048_576]
+    out: set[tuple[int, int, int]] = set()
+    for m in (1, 2, 4, 8, 16):
+        for n in ns:
+            for k in ks[::3]:
+                out.add((m, n, k))
+    for k in ks:
+        for m, n in ((1, 8), (32, 32), (1, 2), (16, 64), (64, 64), (128, 128), (1, 1), (256, 4096), (4096, 4096)):
+            out.add((m, n, k))
+    while len(out) < max_queries:
+        m = int(rng.choice(ms)) if rng.random() < 0.6 else int(rng.integers(1, 16385))
+        n = int(rng.choice(ns)) if rng.random() < 0.6 else int(rng.integers(1, 131073))
+        k = int(rng.choice(ks)) if rng.random() < 0.5 else int(np.exp(rng.uniform(np.log(8), np.log(262144))))
+        out.add((m, n, k))
+    shapes = sorted(out)
+    if k_multiple > 1:
+        shapes = [(m, n, max(k_multiple, k - k % k_multiple)) for m, n, k in shapes]
+        shapes = sorted(set(shapes))
+    rng.shuffle(shapes)  # type: ignore[arg-type]
+    return [tuple(int(x) for x in s) for s in shapes[:max_queries]]  # type: ignore[misc]
+
+
+@dataclass
+class ScanResult:
+    groups: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
+    answers: dict[str, Any] = field(default_factory=dict)
+    queries: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+
+
+def scan(lt: Any, in_dtype: str, out_dtype: str, shapes: list[tuple[int, int, int]], *, budget_s: float) -> ScanResult:
+    res = ScanResult()
+    t0 = time.time()
+    for m, n, k in shapes:
+        if time.time() - t0 > budget_s:
+            break
+        res.queries += 1
+        try:
+            ans = lt.heuristic(m, n, k, in_dtype, out_dtype)
+        except Exception:  # noqa: BLE001  (no algorithm for this shape: counted, the scan goes on)
+            res.errors += 1
+            continue
+        key = answer_key(ans)
+        res.groups.setdefault(key, []).append((m, n, k))
+        res.answers.setdefault(key, ans)
+    res.seconds = time.time() - t0
+    return res
+
+
+def _cost(s: tuple[int, int, int]) -> float:
+    m, n, k = s
+    slots = max(m, n)
+    # few calls (many slots), cheap emulation (small K), small GPU buffers
+    return k * (1 + 64 / min(slots, 64)) + 1e-6 * m * n * k / 1e3 + (1e9 if m * n * k > 2e10 else 0)
+
+
+def pick(shapes: list[tuple[int, int, int]], count: int = 1) -> list[tuple[int, int, int]]:
+    return sorted(shapes, key=_cost)[:count]
+
+
+def _hints(ans: Any, launch: dict[str, Any] | None) -> dict[str, Any]:
+    h: dict[str, Any] = {}
+    if ans is not None and int(getattr(ans, "splitk_num", 1)) > 1:
+        h["splitk_num"] = int(ans.splitk_num)
+    if launch:
+        fam = launch.get("family", "unknown")
+        names = " ".join(launch.get("kernels", []))
+        if fam.startswith("gemv") or fam in ("gemmsn_chain", "workspace_gemv") or "dot_kernel" in names or "gemv" in names:
+            h["instruction"] = "fma"
+        elif fam.startswith("nvjet") or fam.startswith("cutlass"):
+            h["instruction"] = "tc"
+    return h
+
+
+def verify_entry(backend: Any, desc: Any, shapes: list[tuple[int, int, int]], *, seed: int, draws: int = 2,
+                 cells: int = 8) -> tuple[int, int, list[str]]:
+    """(shapes verified, shapes tried, mismatch notes): emulator vs cuBLAS on sampled cells."""
+    from fixbits.probe.recover import verify_draws
+
+    good, notes = 0, []
+    for i, (m, n, k) in enumerate(shapes):
+        ok, _ = verify_draws(backend, [desc], m, n, k, seed=seed + 17 * i, draws=draws, cells=cells)
+        if ok[0]:
+            good += 1
+        else:
+            notes.append(f"{m}x{n}x{k}")
+    return good, len(shapes), notes
+
+
+def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budget_s: float,
+                max_queries: int = 30000, scan_budget_s: float | None = None, verify_shapes: int = 3,
+                log: Any = print, seed: int = 0, lt: Any = None, backend: Any = None,
+                profile_launch: bool = True) -> dict[str, Any]:
+    """The whole pipeline on the local GPU; returns a summary dict (also written as JSON).
+    ``lt`` / ``backend`` replace cuBLASLt (tests pass a fake heuristic and the emulator)."""
+    from fixbits.probe.recover import probe
+
+    t0 = time.time()
+    if lt is None:
+        from fixbits.cublas.lt import CublasLt
+
+        lt = CublasLt()
+    version = str(lt.version)
+    prof_path = out_dir / profile_filename(arch, version, in_dtype, out_dtype)
+    if prof_path.exists():
+        prior = load(prof_path)
+        entries, failed = dict(prior.entries), dict(prior.failed)
+    else:
+        entries, failed = {}, {}
+    kmul = 16 if in_dtype.startswith("fp8") else 1
+    shapes = shape_space(max_queries, seed, k_multiple=kmul)
+    sc = scan(lt, in_dtype, out_dtype, shapes, budget_s=scan_budget_s if scan_budget_s else budget_s * 0.25)
+    log(f"[{in_dtype}->{out_dtype}] scan: {sc.queries} queries, {len(sc.groups)} answers, {sc.errors} errors, {sc.seconds:.1f}s")
+    if backend is None:
+        from fixbits.cublas.backend import CublasBackend
+
+        backend = CublasBackend(in_dtype, out_dtype)
+    order = sorted(sc.groups, key=lambda key: -len(sc.groups[key]))
+    summary: dict[str, Any] = {"in_dtype": in_dtype, "out_dtype": out_dtype, "library_version": version,
+                               "queries": sc.queries, "answers": len(sc.groups), "probed": [], "failed": {},
+                               "skipped_budget": []}
+
+    def save() -> None:
+        prof = ArchProfile(arch, "cublaslt", version, in_dtype, out_dtype, entries, failed)
+        prof.save(out_dir)
+
+    for key in order:
+        if key in entries:
+            continue
+        if time.time() - t0 > budget_s:
+            summary["skipped_budget"].append(key)
+            continue
+        group = sc.groups[key]
+        rep = pick(group, 1)[0]
+        t1 = time.time()
+        launch = None
+        try:
+            if not profile_launch:
+                raise RuntimeError("launch profiling off")
+            from fixbits.cublas.profile import profile_call
+
+            from fixbits.inputs import draw
+
+            a = draw((rep[0], rep[2]), in_dtype, "ordinary", 1)
+            b = draw((rep[2], rep[1]), in_dtype, "ordinary", 2)
+            launch = profile_call(lambda: backend.gemm(a, b)).to_dict()
+        except Exception as exc:  # noqa: BLE001
+            launch = {"error": f"{type(exc).__name__}: {exc}"}
+        try:
+            hints = _hints(sc.answers[key], launch)
+            extra = [s for s in pick([s for s in group if s != rep and s[2] != rep[2]], 2)]
+            hints["extra_shapes"] = extra
+            res = probe(backend, *rep, arch=arch, hints=hints, seed=seed)
+        except Exception as exc:  # noqa: BLE001
+            failed[key] = f"probe crashed at {rep}: {type(exc).__name__}: {exc}"
+            summary["failed"][key] = failed[key]
+            log(f"  {key} {rep}: CRASH {exc}\n{traceback.format_exc(limit=3)}")
+            save()
+            continue
+        if res.status != "recovered" or res.desc is None:
+            failed[key] = f"{res.status} at {rep}: " + "; ".join(res.notes)
+            summary["failed"][key] = failed[key]
+            log(f"  {key} {rep}: {res.status} calls={res.calls} {res.notes}")
+            save()
+            continue
+        others = [s for s in pick([s for s in group if s != rep], verify_shapes + 1) if s != rep][:verify_shapes]
+        try:
+            good, tried, bad = verify_entry(backend, res.desc, [rep] + others, seed=seed + 5)
+        except Exception as exc:  # noqa: BLE001
+            good, tried, bad = 0, 0, [f"verify crashed: {exc}"]
+        kernels = tuple(launch.get("kernels", ())) if isinstance(launch, dict) else ()
+        entries[key] = ProfileEntry(key, res.desc, rep, good, len(group), kernels,
+                                    note=("mismatch at " + ", ".join(bad)) if bad else "")
+        summary["probed"].append({"key": key, "shape": list(rep), "family": res.desc.family, "hash": res.desc.short_hash,
+                                  "calls": res.calls, "verified": f"{good}/{tried}", "seconds": round(time.time() - t1, 1)})
+        log(f"  {key} {rep}: {res.desc.family} {res.desc.short_hash} calls={res.calls} verified {good}/{tried} "
+            f"({time.time() - t1:.1f}s) {'; '.join(res.notes)}")
+        save()
+    save()
+    summary["profile"] = str(prof_path)
+    summary["seconds"] = round(time.time() - t0, 1)
+    summary["groups"] = {k: {"count": len(v), "examples": [list(s) for s in pick(v, 3)]} for k, v in sc.groups.items()}
+    (out_dir / f"reconstruct_{in_dtype}_{out_dtype}.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--arch", required=True, choices=["sm_80", "sm_90", "sm_100", "sm_103"])
+    parser.add_argument("--dtype", required=True, choices=["fp16", "bf16", "fp8"], help="input dtype (fp8 = e4m3)")
+    parser.add_argument("--out-dtype", default="fp32", choices=["fp32", "fp16", "bf16"])
+    parser.add_argument("--out", default=None, help="profile directory (default matrices/profiles)")
+    parser.add_argument("--budget-s", type=float, default=600.0)
+    parser.add_argument("--max-queries", type=int, default=30000)
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    from fixbits.probe.profile import PROFILE_DIR
+
+    in_dtype = "fp8_e4m3" if args.dtype == "fp8" else args.dtype
+    out = Path(args.out) if args.out else PROFILE_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    summary = reconstruct(arch=args.arch, in_dtype=in_dtype, out_dtype=args.out_dtype, out_dir=out,
+                          budget_s=args.budget_s, max_queries=args.max_queries, seed=args.seed)
+    print(f"profile: {summary['profile']}: {len(summary['probed'])} answers probed, {len(summary['failed'])} failed, "
+          f"{len(summary['skipped_budget'])} left for lack of time")
+    return 0 if not summary["failed"] else 1
