@@ -10,6 +10,7 @@ Parts (each isolated: a failure is recorded and the next part runs):
   sweep    split-K tail: heuristic for every shape, all-ones GEMM where either condition
            variant predicts a loss plus seeded others, TP/FP/FN/TN with and without ALGO_ID
   torch    whether torch.mm / torch.matmul lose the tail, at the shapes the sweep found
+  replay   random inputs at losing shapes: cuBLASLt bytes vs the emulator on the tail-dropped desc
   libs     the ctypes path over every discovered libcublasLt file against the default binding
 Writes DIR/cublas_probe.yaml (everything), DIR/splitk_sweep.csv (every shape run) and prints a
 summary table last.
@@ -87,10 +88,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--profile-s", type=float, default=75.0, help="time cap of the profile part (default 75 s)"
     )
     p.add_argument("--quick", action="store_true", help="the quick sweep from sweep.yaml (fewer shapes)")
-    p.add_argument("--parts", default="env,smoke,profile,sweep,torch,libs", help="comma list of parts to run")
+    p.add_argument(
+        "--parts", default="env,smoke,profile,sweep,torch,replay,libs", help="comma list of parts to run"
+    )
     p.add_argument("--seed", type=int, default=20261202)
     args = p.parse_args(argv)
-    known = {"env", "smoke", "profile", "sweep", "torch", "libs"}
+    known = {"env", "smoke", "profile", "sweep", "torch", "replay", "libs"}
     bad = set(args.parts.split(",")) - known
     if bad:
         p.error(f"unknown part(s) {', '.join(sorted(bad))}; known: {', '.join(sorted(known))}")
@@ -248,6 +251,50 @@ def part_smoke(lt: Any, seed: int) -> dict[str, Any]:
         "out_dtype_invariance": out_invariance,
         "summary": {"cases": len(rows), "all_equal": ok, "errors": sum(1 for r in rows if "error" in r)},
     }
+
+
+def part_replay(lt: Any, seed: int, budget_s: float) -> dict[str, Any]:
+    """Random inputs at losing shapes: do cuBLASLt's bytes equal the CPU emulator run on the
+    tail-dropped descriptor (s contiguous parts, fp32 partials chained in order)?"""
+    import numpy as np
+    import torch
+
+    from fixbits.bugs.splitk_tail import device_arch, load_k_steps, tail_condition, tail_dropped_desc
+    from fixbits.cublas.backend import to_numpy
+    from fixbits.emulate import emulate
+
+    arch = device_arch()
+    ks = load_k_steps()
+    rows = []
+    t0 = time.monotonic()
+    for m, n, k in [(1, 8, 11528), (1, 8, 57608), (32, 32, 11528), (16, 64, 11528), (1, 8, 57616)]:
+        for in_name in ("fp16", "bf16"):
+            if time.monotonic() - t0 > budget_s:
+                break
+            row: dict[str, Any] = {"shape": f"{m}x{n}x{k}", "in": in_name}
+            try:
+                ans = lt.heuristic(m, n, k, in_name, "fp32")
+                pred = tail_condition(k, ks.lookup(arch, in_name, ans.tile_id), ans.splitk_num, ans.algo_id)
+                row.update(answer=ans.key_str(), predicted_lost=pred.lost)
+                if not pred.lost:
+                    rows.append(row)
+                    continue
+                desc = tail_dropped_desc(pred, in_name, arch)
+                row["desc"] = desc.short_hash
+                for wide in (False, True):
+                    a, b = _draw(m, n, k, torch.float16 if in_name == "fp16" else torch.bfloat16, seed, wide)
+                    gpu = lt.matmul(a, b, "fp32")
+                    an, bn = to_numpy(a, in_name), to_numpy(b, in_name)
+                    cpu = emulate(desc, an, bn)
+                    diff = int((gpu.cpu().numpy().view(np.uint32) != cpu.view(np.uint32)).sum())
+                    row["wide" if wide else "ordinary"] = {"differ": diff, "of": m * n}
+            except Exception as exc:
+                row["error"] = _err(exc)
+            rows.append(row)
+    equal = sum(
+        1 for r in rows if r.get("ordinary", {}).get("differ") == 0 and r.get("wide", {}).get("differ") == 0
+    )
+    return {"cases": rows, "replayed_equal": equal, "replayed": sum(1 for r in rows if "ordinary" in r)}
 
 
 def part_libs(lt: Any, seed: int) -> dict[str, Any]:
@@ -524,6 +571,11 @@ def summary(rep: Report) -> str:
             f"matmul short {tp['matmul_short']}, mm(out fp32)==lt own at {tp['mm_out_fp32_equals_lt_own']}"
             f"/{len(tp['cases'])}, zero-workspace control whole at {tp.get('no_workspace_whole')}"
         )
+    rp = p.get("replay")
+    if rp:
+        lines.append(
+            f"replay: emulator on the tail-dropped desc equals cuBLASLt at {rp['replayed_equal']}/{rp['replayed']} losing cases"
+        )
     for x in (p.get("libs") or {}).get("libraries", []):
         lines.append(
             f"lib {x['path']} ({x['version']}): heuristic same {x.get('heuristic_same_as_default')}, "
@@ -570,7 +622,9 @@ def main(argv: list[str] | None = None) -> int:
             args.seed,
         )
     if "torch" in parts:
-        rep.part("torch", part_torch, lt, rep.data["parts"].get("sweep"), max(10.0, left() - 25))
+        rep.part("torch", part_torch, lt, rep.data["parts"].get("sweep"), max(10.0, left() - 60))
+    if "replay" in parts:
+        rep.part("replay", part_replay, lt, args.seed, max(10.0, left() - 15))
     if "libs" in parts:
         rep.part("libs", part_libs, lt, args.seed)
     rep.data["total_seconds"] = round(time.monotonic() - t_start, 1)
