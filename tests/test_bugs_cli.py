@@ -68,6 +68,7 @@ def test_report_text() -> None:
     assert "RuntimeError: boom" in text
     assert "whole K reads 11528" in text  # 11528 is an fp16 value (step 8 above 8192)
     assert "DIFFERS" in format_reproduction(_rep(11528.0))
+    assert "9 contiguous parts of 1280, last ends at 11520" in text
 
 
 def _probe():  # type: ignore[no-untyped-def]

@@ -88,6 +88,19 @@ def format_reproduction(rep: object) -> str:
         else f"DIFFERS from the condition (observed {observed}, predicted {pred.lost})"
     )
     lines.append(f"predicted loss {pred.lost}, observed (cuBLASLt own pick) {observed}: {verdict}")
+    if pred.lost:
+        from fixbits.bugs.splitk_tail import tail_dropped_desc
+
+        try:
+            desc = tail_dropped_desc(pred, rep.in_dtype, rep.arch)
+            cut = desc.k_cuts[0]
+            lines.append(
+                f"descriptor of the losing launch: {desc.short_hash} ({cut.count} contiguous parts of "
+                f"{(pred.q // pred.splitk_num) * pred.k_step}, last ends at {k - pred.t}; "
+                "`fixbits emulate` replays it on CPU)"
+            )
+        except ValueError as exc:
+            lines.append(f"no descriptor: {exc}")
     return "\n".join(lines)
 
 
