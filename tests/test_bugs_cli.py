@@ -26,9 +26,21 @@ def test_parse_shape() -> None:
 
 
 def test_cli_arguments() -> None:
-    argv = ["bug", "splitk-tail", "--shape", "1x8x11528", "--dtype", "bf16", "--workspace", "0"]
+    argv = [
+        "bug",
+        "splitk-tail",
+        "--shape",
+        "1x8x11528",
+        "--dtype",
+        "bf16",
+        "--workspace",
+        "0",
+        "--desc-out",
+        "d.yaml",
+    ]
     args = build_parser(argv).parse_args(argv)
     assert (args.shape, args.dtype, args.workspace, args.bug) == ((1, 8, 11528), "bf16", 0, "splitk-tail")
+    assert args.desc_out == "d.yaml"
     argv = ["bug", "splitk-tail"]
     args = build_parser(argv).parse_args(argv)
     assert args.shape == (32, 32, 11528) and args.dtype == "fp16" and args.workspace == 32 << 20

@@ -49,6 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--library", default=None, help="path of a libcublasLt to drive (default: nvmath / torch's)"
     )
+    p.add_argument(
+        "--desc-out",
+        default=None,
+        help="write the losing launch's GEMMDesc YAML here (for `fixbits emulate`)",
+    )
 
 
 def format_reproduction(rep: object) -> str:
@@ -97,7 +102,7 @@ def format_reproduction(rep: object) -> str:
             lines.append(
                 f"descriptor of the losing launch: {desc.short_hash} ({cut.count} contiguous parts of "
                 f"{(pred.q // pred.splitk_num) * pred.k_step}, last ends at {k - pred.t}; "
-                "`fixbits emulate` replays it on CPU)"
+                "`--desc-out F` writes it; `fixbits emulate --desc F --kind ones` replays it)"
             )
         except ValueError as exc:
             lines.append(f"no descriptor: {exc}")
@@ -117,6 +122,12 @@ def run(args: argparse.Namespace) -> int:
     finally:
         lt.close()
     print(format_reproduction(rep))
+    if args.desc_out and rep.prediction.lost:
+        from fixbits.bugs.splitk_tail import tail_dropped_desc
+
+        with open(args.desc_out, "w") as fh:
+            fh.write(tail_dropped_desc(rep.prediction, rep.in_dtype, rep.arch).to_yaml())
+        print(f"wrote {args.desc_out}")
     own = rep.result("lt-own")
     observed = own.lost(k) if own else None
     return 0 if observed == rep.prediction.lost else 3
