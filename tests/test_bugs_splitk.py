@@ -287,3 +287,32 @@ def test_tail_dropped_descriptor_replays_the_loss(k: int, s: int) -> None:
     assert got.dtype == np.float32 and (got == np.float32(k - pred.lost)).all(), f"{pred.explain()}: {got}"
     with pytest.raises(ValueError, match="no tail"):
         tail_dropped_desc(tail_condition(8648, 64, 6, 66), "fp16")
+
+
+def test_fold_sweep_csv(tmp_path: Path) -> None:
+    from fixbits.bugs.fold import fold
+
+    csv_path = tmp_path / "splitk_sweep.csv"
+    lines = [
+        "m,n,k,in_dtype,algo_id,tile_id,splitk_num,reduction_scheme,k_step,predicted,predicted_without_algo,observed,error"
+    ]
+    lines += [
+        "1,8,11528,fp16,66,10,9,2,64,8,8,8,",
+        "32,32,11528,fp16,66,13,9,0,64,8,8,8,",
+        "64,64,11528,fp16,66,13,9,0,64,8,8,8,",  # same answer and size as 32x32: not picked again
+        "1,2,1032,fp16,23,0,16,0,64,0,8,0,",
+        "1,8,8648,fp16,66,10,6,0,64,0,0,0,",
+        "1,8,9000,fp16,66,10,6,0,64,0,0,,",  # not run
+        "1,8,4242,fp16,,,,,,0,0,,heuristic: RuntimeError",
+    ]
+    csv_path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "sm_90-cublaslt-13.1.0-sweep.yaml"
+    assert fold(csv_path, out, arch="sm_90", version="13.1.0", source="test") == 4
+    doc = parse_case_file(yaml.safe_load(out.read_text()), str(out))
+    assert [(c.shape, c.expected_lost) for c in doc.cases] == [
+        ("1x8x11528", 8),
+        ("32x32x11528", 8),
+        ("1x2x1032", 0),
+        ("1x8x8648", 0),
+    ]
+    assert dict(doc.cases[2].heuristic)["algo_id"] == 23
