@@ -46,7 +46,9 @@ def read_sweep_csv(path: Path) -> list[dict[str, Any]]:
 def pick_cases(rows: list[dict[str, Any]], *, per_kind: int = 12) -> list[dict[str, Any]]:
     """Losses (one per answer and size), ALGO-clause saves, and whole ALGO 66 shapes with a tail."""
     seen: set[tuple[Any, ...]] = set()
-    losses, saves, whole = [], [], []
+    losses: list[dict[str, Any]] = []
+    saves: list[dict[str, Any]] = []
+    whole: list[dict[str, Any]] = []
     for r in sorted(rows, key=lambda r: (r["k"], r["m"], r["n"], r["in_dtype"])):
         key = (r["in_dtype"], r["observed"], *(r[f] for f in _CSV_FIELDS))
         if r["observed"] and key not in seen and len(losses) < per_kind * 2:
@@ -75,13 +77,14 @@ def pick_cases(rows: list[dict[str, Any]], *, per_kind: int = 12) -> list[dict[s
 
 def fold(csv_path: Path, out_path: Path, *, arch: str, version: str, source: str, per_kind: int = 12) -> int:
     """Write a case document for (arch, version) from a sweep CSV; returns the number of cases."""
-    doc = {
+    cases = pick_cases(read_sweep_csv(csv_path), per_kind=per_kind)
+    doc: dict[str, Any] = {
         "arch": arch,
         "library": "cublasLt",
         "library_version": version,
         "source": source,
         "workspace_bytes": 32 * 1024 * 1024,
-        "cases": pick_cases(read_sweep_csv(csv_path), per_kind=per_kind),
+        "cases": cases,
     }
     parse_case_file(doc, str(out_path))  # validate before writing
     header = (
@@ -90,7 +93,7 @@ def fold(csv_path: Path, out_path: Path, *, arch: str, version: str, source: str
         "# whole, and whole ALGO_ID 66 shapes with K mod 64 != 0. expected_lost = what the GPU returned.\n"
     )
     out_path.write_text(header + yaml.safe_dump(doc, sort_keys=False, width=140))
-    return len(doc["cases"])
+    return len(cases)
 
 
 def main(argv: list[str] | None = None) -> int:
