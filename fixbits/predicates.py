@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib.util
+import os
 from typing import TYPE_CHECKING
 
 import pytest
@@ -22,9 +23,26 @@ AMD_ARCHES: tuple[str, ...] = ("gfx942", "gfx950")
 ARCHES: tuple[str, ...] = NVIDIA_ARCHES + AMD_ARCHES
 
 
+_DEVICE_NODES: tuple[str, ...] = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+
+
+def device_nodes_present() -> bool:
+    """Whether any NVIDIA, ROCm or WSL GPU device node exists. Without one, no driver can be
+    reached and torch.cuda.is_available() is False, so a CPU runner skips the 5-second torch
+    import that asking torch would cost every xdist worker."""
+    return any(os.path.exists(p) for p in _DEVICE_NODES)
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # sys.modules[name] is None, or a broken spec
+        return False
+
+
 def _torch() -> ModuleType | None:
     """torch if it is installed and imports cleanly, else None (a broken install is 'absent')."""
-    if importlib.util.find_spec("torch") is None:
+    if not _installed("torch"):
         return None
     try:
         import torch
@@ -35,12 +53,15 @@ def _torch() -> ModuleType | None:
 
 @functools.cache
 def has_torch() -> bool:
-    return _torch() is not None
+    """torch is installed (found, not imported)."""
+    return _installed("torch")
 
 
 @functools.cache
 def has_cuda() -> bool:
     """A GPU torch can launch on (CUDA or ROCm: torch reports both through torch.cuda)."""
+    if not device_nodes_present():
+        return False
     torch = _torch()
     if torch is None:
         return False
@@ -87,7 +108,7 @@ def is_blackwell() -> bool:
 
 @functools.cache
 def has_triton() -> bool:
-    return importlib.util.find_spec("triton") is not None
+    return _installed("triton")
 
 
 def has_triton_gpu() -> bool:
@@ -119,6 +140,8 @@ def cpu_reason(missing: str) -> str:
     """The one phrasing of 'no GPU here' every skip uses."""
     if not has_torch():
         return f"{missing}: torch is not installed"
+    if not device_nodes_present():
+        return f"{missing}: no CUDA GPU visible (no /dev/nvidia* or /dev/kfd device node, so torch.cuda.is_available() is False)"
     return f"{missing}: no CUDA GPU visible (torch.cuda.is_available() is False)"
 
 
