@@ -1,0 +1,71 @@
+"""Row log-softmax: Y = (x - max) - log(sum(exp(x - max))), one row per program.
+
+As in softmax, aux=True stores the fp32 numerators E and the denominator D for the model check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import triton
+import triton.language as tl
+
+from fixbits.corpus.common import Config, draw, kernel_for, launch_opts, next_pow2, ptr
+from fixbits.enforce import model
+
+
+@triton.jit
+def log_softmax_kernel(X, Y, E, D, N, stride_m, BLOCK_N: tl.constexpr, AUX: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = tl.load(X + row * stride_m + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    z = x - tl.max(x, axis=0)
+    e = tl.exp(z)
+    d = tl.sum(e, axis=0)
+    y = z - tl.log(d)
+    tl.store(Y + row * stride_m + cols, y.to(Y.dtype.element_ty), mask=mask)
+    if AUX:
+        tl.store(E + row * stride_m + cols, e, mask=mask)
+        tl.store(D + row, d)
+
+
+KERNELS = (log_softmax_kernel,)
+CPU_REPLAY: tuple[str, ...] = ()  # the model needs the GPU's own exp values
+
+
+def make_inputs(shape: dict[str, int], dtype: str, kind: str, seed: int) -> dict[str, np.ndarray]:
+    x = draw((shape["M"], shape["N"]), dtype, "ordinary", seed, scale=4.0 if kind == "wide" else 1.0)
+    return {"x": x}
+
+
+def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: bool,
+           aux: bool = False) -> dict[str, Any]:
+    import torch
+
+    x = inputs["x"]
+    M, N = x.shape
+    y = torch.empty_like(x)
+    e = torch.empty((M, N) if aux else (1,), dtype=torch.float32, device=x.device)
+    d = torch.empty(M if aux else 1, dtype=torch.float32, device=x.device)
+    k = kernel_for(log_softmax_kernel, pinned)
+    bn = next_pow2(N) * dict(cfg.blocks).get("N_MULT", 1)
+    k[(M,)](x, y, e, d, N, x.stride(0), BLOCK_N=bn, AUX=aux, **launch_opts(cfg))
+    out = {"y": y}
+    if aux:
+        out.update({"e": e, "d": d})
+    return out
+
+
+def reference(inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    if "e" not in outputs:
+        return {}
+    return {"d": model.tree_sum(outputs["e"], axis=1)}
+
+
+def aot(shape: dict[str, int], dtype: str, cfg: Config) -> list[tuple[Any, dict[str, str], dict[str, Any]]]:
+    sig = {"X": ptr(dtype), "Y": ptr(dtype), "E": "*fp32", "D": "*fp32", "N": "i32", "stride_m": "i32",
+           "BLOCK_N": "constexpr", "AUX": "constexpr"}
+    bn = next_pow2(shape["N"]) * dict(cfg.blocks).get("N_MULT", 1)
+    return [(log_softmax_kernel, sig, {"BLOCK_N": bn, "AUX": False})]

@@ -1,0 +1,61 @@
+"""Row sums: Y[m] = sum_n X[m, n], BLOCK_M rows per program, the whole row in one tile.
+
+The reduced axis is axis 1 of a (BLOCK_M, BLOCK_N) tile; BLOCK_N >= N, so the order is the
+kernel's single ``tl.sum`` (no chunk loop). Narrow inputs are widened to fp32 before the sum,
+as most hand-written kernels do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import triton
+import triton.language as tl
+
+from fixbits.corpus.common import Config, draw, kernel_for, launch_opts, next_pow2, ptr
+from fixbits.enforce import model
+
+
+@triton.jit
+def row_sum_kernel(X, Y, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    x = tl.load(X + rows[:, None] * stride_m + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    s = tl.sum(x, axis=1)
+    tl.store(Y + rows, s, mask=rows < M)
+
+
+KERNELS = (row_sum_kernel,)
+CPU_REPLAY = ("y",)  # outputs the CPU model reproduces from the inputs alone
+
+
+def make_inputs(shape: dict[str, int], dtype: str, kind: str, seed: int) -> dict[str, np.ndarray]:
+    return {"x": draw((shape["M"], shape["N"]), dtype, kind, seed)}
+
+
+def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: bool,
+           aux: bool = False) -> dict[str, Any]:
+    import torch
+
+    x = inputs["x"]
+    M, N = x.shape
+    y = torch.empty(M, dtype=torch.float32, device=x.device)
+    bn = next_pow2(N) * dict(cfg.blocks).get("N_MULT", 1)  # a wider tile pads with zeros: same tree
+    bm = cfg.block("BLOCK_M")
+    k = kernel_for(row_sum_kernel, pinned)
+    k[(triton.cdiv(M, bm),)](x, y, M, N, x.stride(0), BLOCK_M=bm, BLOCK_N=bn, **launch_opts(cfg))
+    return {"y": y}
+
+
+def reference(inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {"y": model.tree_sum(inputs["x"], axis=1)}
+
+
+def aot(shape: dict[str, int], dtype: str, cfg: Config) -> list[tuple[Any, dict[str, str], dict[str, Any]]]:
+    """(kernel, signature, constexprs) for ahead-of-time compiles (PTX tests, static checker)."""
+    bn = next_pow2(shape["N"]) * dict(cfg.blocks).get("N_MULT", 1)
+    sig = {"X": ptr(dtype), "Y": "*fp32", "M": "i32", "N": "i32", "stride_m": "i32",
+           "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"}
+    return [(row_sum_kernel, sig, {"BLOCK_M": cfg.block("BLOCK_M"), "BLOCK_N": bn})]

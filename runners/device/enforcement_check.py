@@ -1,0 +1,192 @@
+"""GPU check of the inner-tree corpus: (a) pinned invariance, model equality, free variance and
+golden records over every corpus kernel's config space; (b) the pinned-vs-free speed table.
+
+    PYTHONPATH=<repo> python3 runners/device/enforcement_check.py --out DIR [--budget-s 300]
+
+Writes DIR/check.yaml, DIR/golden_enforcement.yaml, DIR/speed.csv, DIR/speed.md, DIR/env.yaml;
+prints per-config errors as they happen and a summary table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import csv
+import multiprocessing as mp
+import os
+import sys
+import time
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+
+def _log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def _check_task(name: str, dtype: str, kind: str, seed: int, device: str = "cuda") -> dict:
+    from fixbits.corpus.check import check_pair
+    from fixbits.corpus.registry import entry
+
+    t0 = time.time()
+    try:
+        r = check_pair(entry(name), dtype, kind, seed, device, cpu_shape=device == "cpu", log=None)
+    except Exception as e:
+        return {"kernel": name, "dtype": dtype, "kind": kind, "seed": seed, "crash": f"{type(e).__name__}: {e}",
+                "trace": traceback.format_exc()[-3000:]}
+    mod = entry(name).load()
+    return {
+        "kernel": name, "dtype": dtype, "kind": kind, "seed": seed, "shape": dict(r.shape),
+        "configs": len(r.runs), "pinned_classes": r.classes("pinned"), "free_classes": r.classes("free"),
+        "pinned_invariant": r.pinned_invariant, "model_equal": r.model_equal,
+        "model": [asdict(m) for m in r.model], "errors": list(r.errors), "golden": r.golden(),
+        "cpu_replay": list(getattr(mod, "CPU_REPLAY", ())), "seconds": round(time.time() - t0, 1),
+        "per_config": [{"config": x.config, "pinned": dict(x.pinned), "free": dict(x.free)} for x in r.runs
+                       if not x.error],
+    }
+
+
+def env_info() -> dict:
+    import torch
+    import triton
+
+    info = {"triton": str(triton.__version__), "torch": str(torch.__version__), "cuda": str(torch.version.cuda),
+            "python": sys.version.split()[0]}
+    if torch.cuda.is_available():
+        info.update({"gpu": torch.cuda.get_device_name(0),
+                     "capability": list(torch.cuda.get_device_capability(0))})
+    return info
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--budget-s", type=float, default=300.0)
+    ap.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 4))
+    ap.add_argument("--only", nargs="*", default=None, help="kernel names to run")
+    ap.add_argument("--kinds", nargs="*", default=["ordinary", "wide"])
+    ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--speed-rounds", type=int, default=3)
+    ap.add_argument("--device", default="cuda", help="cpu = smoke test under TRITON_INTERPRET=1 (small shapes)")
+    args = ap.parse_args()
+    t_start = time.time()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    from fixbits.corpus.registry import budget, pairs
+
+    env = env_info()
+    (args.out / "env.yaml").write_text(yaml.safe_dump(env))
+    _log(f"env: {env}")
+    todo = [(e.name, d, k, 0) for e, d in pairs() if not args.only or e.name in args.only for k in args.kinds]
+    _log(f"(a) invariance: {len(todo)} (kernel, dtype, kind) tasks on {args.workers} workers")
+    results: list[dict] = []
+    deadline_a = t_start + 0.6 * args.budget_s
+    ctx = mp.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx) as pool:
+        futs = {pool.submit(_check_task, *t, args.device): t for t in todo}
+        for fut in cf.as_completed(futs):
+            t = futs[fut]
+            try:
+                r = fut.result(timeout=max(1.0, deadline_a - time.time()))
+            except Exception as e:
+                r = {"kernel": t[0], "dtype": t[1], "kind": t[2], "seed": t[3], "crash": f"{type(e).__name__}: {e}"}
+            results.append(r)
+            if "crash" in r:
+                _log(f"CRASH {t}: {r['crash']}\n{r.get('trace', '')}")
+                continue
+            bad_model = [m for m in r["model"] if not m["equal"]]
+            _log(f"{r['kernel']}/{r['dtype']}/{r['kind']}: configs={r['configs']} pinned={r['pinned_classes']} "
+                 f"free={r['free_classes']} model={'OK' if not bad_model else 'DIFF'} "
+                 f"errors={len(r['errors'])} {r['seconds']}s")
+            for m in bad_model[:4]:
+                _log(f"   model diff {m['output']} @ {m['config']}: {m['count']} differ, first {m['first_index']} "
+                     f"got {m['got_bits']} want {m['want_bits']}")
+            for er in r["errors"][:3]:
+                _log(f"   error {er[:1500]}")
+            if not r["pinned_invariant"] and not r["errors"]:
+                for pc in r["per_config"]:
+                    _log(f"   pinned {pc['config']}: { {k: v[:10] for k, v in pc['pinned'].items()} }")
+            if time.time() > deadline_a:
+                _log("(a) budget reached: cancelling the rest")
+                for f in futs:
+                    f.cancel()
+                break
+    results.sort(key=lambda r: (r["kernel"], r["dtype"], r["kind"]))
+    slim = [{k: v for k, v in r.items() if k != "per_config"} for r in results]
+    (args.out / "check.yaml").write_text(yaml.safe_dump(slim, sort_keys=False))
+    (args.out / "check_per_config.yaml").write_text(yaml.safe_dump(results, sort_keys=False))
+    records = []
+    for r in results:
+        for out, sha in sorted((r.get("golden") or {}).items()):
+            records.append({"kernel": r["kernel"], "dtype": r["dtype"], "kind": r["kind"], "seed": r["seed"],
+                            "shape": r["shape"], "output": out, "sha256": sha,
+                            "cpu_replay": out in r["cpu_replay"],
+                            "model_equal": all(m["equal"] for m in r["model"] if m["output"] == out)})
+    (args.out / "golden_enforcement.yaml").write_text(yaml.safe_dump(
+        {"schema": "fixbits.enforcement.golden/1", "environment": env, "records": records}, sort_keys=False))
+
+    speed_rows = []
+    if not args.no_speed and args.device == "cuda":
+        from fixbits.corpus.registry import entry
+        from fixbits.corpus.timing import measure_pair
+
+        _log("(b) speed: pinned vs free, both autotuned over the same space")
+        for e, d in pairs():
+            if args.only and e.name not in args.only:
+                continue
+            if time.time() - t_start > 0.97 * args.budget_s:
+                _log(f"(b) budget reached before {e.name}/{d}")
+                break
+            try:
+                s = measure_pair(entry(e.name), d, rounds=args.speed_rounds, reps=15, log=_log)
+            except Exception as ex:
+                _log(f"speed CRASH {e.name}/{d}: {type(ex).__name__}: {ex}")
+                continue
+            row = {"kernel": e.name, "dtype": d, "free_us": round(s.free.best_us, 2),
+                   "pinned_us": round(s.pinned.best_us, 2), "ratio": round(s.ratio, 4),
+                   "spread": round(s.spread, 4), "budget": budget(e.name, d),
+                   "free_best": s.free.best_config, "pinned_best": s.pinned.best_config,
+                   "errors": len(s.errors)}
+            speed_rows.append(row)
+            _log(f"speed {e.name}/{d}: free {row['free_us']}us [{row['free_best']}] pinned {row['pinned_us']}us "
+                 f"[{row['pinned_best']}] ratio {row['ratio']} spread {row['spread']}")
+        if speed_rows:
+            with open(args.out / "speed.csv", "w", newline="") as fh:
+                w = csv.DictWriter(fh, fieldnames=list(speed_rows[0]))
+                w.writeheader()
+                w.writerows(speed_rows)
+
+    print("\n=== summary: invariance (pinned classes / free classes per output) ===")
+    print(f"{'kernel':22s} {'dtype':9s} {'kind':8s} {'cfgs':>4s} {'pinned':>7s} {'free':>5s} {'model':>6s} {'err':>4s}")
+    for r in results:
+        if "crash" in r:
+            print(f"{r['kernel']:22s} {r['dtype']:9s} {r['kind']:8s} CRASH")
+            continue
+        pc = max(r["pinned_classes"].values(), default=0)
+        fc = max(r["free_classes"].values(), default=0)
+        print(f"{r['kernel']:22s} {r['dtype']:9s} {r['kind']:8s} {r['configs']:4d} {pc:7d} {fc:5d} "
+              f"{'ok' if r['model_equal'] else 'DIFF':>6s} {len(r['errors']):4d}")
+    inv = sum(1 for r in results if r.get("pinned_invariant"))
+    print(f"pinned invariant: {inv}/{len(results)}; free varied in "
+          f"{sum(1 for r in results if max((r.get('free_classes') or {0: 0}).values()) > 1)} tasks")
+    if speed_rows:
+        print("\n=== summary: speed (ratio = free_us / pinned_us, >= budget passes) ===")
+        for row in speed_rows:
+            flag = "ok" if row["ratio"] >= row["budget"] else "SLOW"
+            print(f"{row['kernel']:22s} {row['dtype']:9s} free {row['free_us']:9.2f} pinned {row['pinned_us']:9.2f} "
+                  f"ratio {row['ratio']:.3f} spread {row['spread']:.3f} {flag}")
+        n = len(speed_rows)
+        within = sum(1 for r in speed_rows if r["ratio"] >= 0.95)
+        print(f"within 5%: {within}/{n}; worst {min(r['ratio'] for r in speed_rows):.3f}")
+    print(f"total {time.time() - t_start:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
