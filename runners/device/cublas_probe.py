@@ -253,19 +253,23 @@ def part_smoke(lt: Any, seed: int) -> dict[str, Any]:
     }
 
 
-def part_replay(lt: Any, seed: int, budget_s: float) -> dict[str, Any]:
-    """Random inputs at losing shapes: do cuBLASLt's bytes equal the CPU emulator run on the
-    tail-dropped descriptor (s contiguous parts, fp32 partials chained in order)?"""
+def part_replay(lt: Any, out: str, seed: int, budget_s: float) -> dict[str, Any]:
+    """Drawn inputs at losing shapes: do cuBLASLt's bytes equal the CPU emulator run on the
+    tail-dropped descriptor (s contiguous parts, fp32 partials chained in order)? Each case is
+    also written as a golden record (DIR/golden_cublas_bugs_splitk.yaml) for CPU replay."""
     import numpy as np
     import torch
 
     from fixbits.bugs.splitk_tail import device_arch, load_k_steps, tail_condition, tail_dropped_desc
-    from fixbits.cublas.backend import to_numpy
+    from fixbits.cublas.backend import to_numpy, to_torch
     from fixbits.emulate import emulate
+    from fixbits.golden import GoldenRecord, pack_output, save_file, sha256_of
+    from fixbits.inputs import draw
 
     arch = device_arch()
     ks = load_k_steps()
     rows = []
+    records = []
     t0 = time.monotonic()
     for m, n, k in [(1, 8, 11528), (1, 8, 57608), (32, 32, 11528), (16, 64, 11528), (1, 8, 57616)]:
         for in_name in ("fp16", "bf16"):
@@ -281,20 +285,52 @@ def part_replay(lt: Any, seed: int, budget_s: float) -> dict[str, Any]:
                     continue
                 desc = tail_dropped_desc(pred, in_name, arch)
                 row["desc"] = desc.short_hash
-                for wide in (False, True):
-                    a, b = _draw(m, n, k, torch.float16 if in_name == "fp16" else torch.bfloat16, seed, wide)
-                    gpu = lt.matmul(a, b, "fp32")
-                    an, bn = to_numpy(a, in_name), to_numpy(b, in_name)
+                for kind in ("ordinary", "wide"):
+                    an = draw((m, k), in_name, kind, seed)
+                    bn = draw((k, n), in_name, kind, seed + 1)
+                    gpu = to_numpy(lt.matmul(to_torch(an, in_name), to_torch(bn, in_name), "fp32"), "fp32")
                     cpu = emulate(desc, an, bn)
-                    diff = int((gpu.cpu().numpy().view(np.uint32) != cpu.view(np.uint32)).sum())
-                    row["wide" if wide else "ordinary"] = {"differ": diff, "of": m * n}
+                    same = gpu.view(np.uint32) == cpu.view(np.uint32)
+                    row[kind] = {"differ": int((~same).sum()), "of": m * n}
+                    records.append(
+                        GoldenRecord(
+                            id=f"splitk-tail-{m}x{n}x{k}-{in_name}-{kind}",
+                            suite="cublas_bugs",
+                            case="gemm",
+                            shape=(m, n, k),
+                            in_dtype=in_name,
+                            out_dtype="fp32",
+                            input_kind=kind,
+                            seed_a=seed,
+                            seed_b=seed + 1,
+                            descriptor=desc.to_dict(),
+                            desc_hash=desc.short_hash,
+                            sha256=sha256_of(gpu),
+                            elements=int(gpu.size),
+                            env={
+                                "device": torch.cuda.get_device_name(),
+                                "cublaslt": lt.version_str,
+                                "heuristic": ans.key_str(),
+                            },
+                            output_b64z=None if same.all() else pack_output(gpu),
+                            note=f"cuBLASLt own pick (algo NULL, 32 MiB workspace), loses {pred.lost} of K; "
+                            "descriptor: the tail-dropped split (fixbits.bugs.splitk_tail.tail_dropped_desc)",
+                        )
+                    )
             except Exception as exc:
                 row["error"] = _err(exc)
             rows.append(row)
+    if records:
+        save_file(os.path.join(out, "golden_cublas_bugs_splitk.yaml"), records)
     equal = sum(
         1 for r in rows if r.get("ordinary", {}).get("differ") == 0 and r.get("wide", {}).get("differ") == 0
     )
-    return {"cases": rows, "replayed_equal": equal, "replayed": sum(1 for r in rows if "ordinary" in r)}
+    return {
+        "cases": rows,
+        "replayed_equal": equal,
+        "replayed": sum(1 for r in rows if "ordinary" in r),
+        "golden_records": len(records),
+    }
 
 
 def part_libs(lt: Any, seed: int) -> dict[str, Any]:
@@ -624,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
     if "torch" in parts:
         rep.part("torch", part_torch, lt, rep.data["parts"].get("sweep"), max(10.0, left() - 60))
     if "replay" in parts:
-        rep.part("replay", part_replay, lt, args.seed, max(10.0, left() - 15))
+        rep.part("replay", part_replay, lt, args.out, args.seed, max(10.0, left() - 15))
     if "libs" in parts:
         rep.part("libs", part_libs, lt, args.seed)
     rep.data["total_seconds"] = round(time.monotonic() - t_start, 1)
