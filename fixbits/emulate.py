@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -332,12 +333,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from fixbits.inputs import draw
 
-    with open(args.desc) as fh:
-        desc = GEMMDesc.from_yaml(fh.read(), where=args.desc)
-    m, n, k = args.shape
-    a = draw((m, k), desc.in_dtype, args.kind, args.seed)
-    b = draw((k, n), desc.in_dtype, args.kind, args.seed + 1)
-    c = emulate(desc, a, b)
+    try:
+        with open(args.desc) as fh:
+            desc = GEMMDesc.from_yaml(fh.read(), where=args.desc)
+        m, n, k = args.shape
+        a = draw((m, k), desc.in_dtype, args.kind, args.seed)
+        b = draw((k, n), desc.in_dtype, args.kind, args.seed + 1)
+        c = emulate(desc, a, b)
+    except (OSError, ValueError) as exc:  # DescError is a ValueError
+        print(f"fixbits emulate: {exc}", file=sys.stderr)
+        return 2
     digest = hashlib.sha256(np.ascontiguousarray(c).tobytes()).hexdigest()
     print(
         f"desc {desc.short_hash} ({desc.family})  shape {m}x{n}x{k}  {desc.in_dtype}->{desc.out_dtype}  kind {args.kind} seed {args.seed}"

@@ -344,3 +344,43 @@ def test_empty_k_gives_positive_zero() -> None:
     b = np.zeros((0, 3), dtype=np.float16)
     out = emulate(WG16, a, b)
     assert out.shape == (2, 3) and (formats.bits(out) == 0).all()
+
+
+def test_cli_prints_digest_and_rejects_bad_descriptor(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import argparse
+
+    from fixbits.emulate import add_arguments, run
+
+    good = tmp_path / "d.yaml"
+    good.write_text(WG16.to_yaml())
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(
+        [
+            "--desc",
+            str(good),
+            "--shape",
+            "3",
+            "4",
+            "40",
+            "--kind",
+            "wide",
+            "--seed",
+            "8",
+            "--save",
+            str(tmp_path / "c.npy"),
+        ]
+    )
+    assert run(args) == 0
+    out = capsys.readouterr().out
+    a = draw((3, 40), "fp16", "wide", 8)
+    b = draw((40, 4), "fp16", "wide", 9)
+    import hashlib
+
+    want = hashlib.sha256(emulate(WG16, a, b).tobytes()).hexdigest()
+    assert f"sha256 {want}" in out
+    assert bits_equal(np.load(tmp_path / "c.npy"), emulate(WG16, a, b))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("arch: sm_75\n")
+    assert run(parser.parse_args(["--desc", str(bad), "--shape", "1", "1", "1"])) == 2
+    assert "bad.yaml" in capsys.readouterr().err

@@ -3,6 +3,7 @@
     python3 runners/device/capture_golden.py --out DIR [--budget-s 170] [--quick]
     python3 runners/device/capture_golden.py --out DIR --dry-run        # CPU: records from the emulator
     python3 runners/device/capture_golden.py --out DIR --interpret      # CPU: TRITON_INTERPRET kernels
+    python3 runners/device/capture_golden.py --out DIR --compile-check  # CPU: sm_90 PTX structure
 
 Cases whose descriptor is known by construction (issue 2, item 5):
 * block: one ``tl.dot`` over K = 16 (fp16, bf16) or 32 (fp8 e4m3) on a 64x64 tile with 4 warps
@@ -204,7 +205,7 @@ class GpuRunner:
                 BK=c.bk,
                 PER_MMA=c.variant == "per_mma",
                 OUT=out_tl,
-                ASM_ADD=self.device != "cpu",
+                ASM_ADD=c.variant == "per_mma" and self.device != "cpu",
                 num_warps=4,
             )
             return self.from_torch(d, c.out_dtype)
@@ -277,7 +278,9 @@ def _make_kernels(triton: Any, tl: Any) -> dict[str, Any]:
             d = tl.dot(a, b)
         tl.store(d_ptr + rm[:, None] * N + rn[None, :], d)
 
-    @triton.jit
+    # sizes are not specialised (divisibility hints change vector widths, never the arithmetic):
+    # fewer compiles on the GPU machine
+    @triton.jit(do_not_specialize=["M", "N", "K", "K0", "K1", "PART"])
     def gemm_kernel(
         a_ptr,
         bt_ptr,
@@ -327,7 +330,7 @@ def _make_kernels(triton: Any, tl: Any) -> dict[str, Any]:
         mask = (rm[:, None] < M) & (rn[None, :] < N)
         tl.store(d_ptr + PART * M * N + rm[:, None] * N + rn[None, :], acc.to(OUT), mask=mask)
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["total", "PARTS"])
     def merge_kernel(ws_ptr, d_ptr, total, PARTS, BLOCK: tl.constexpr, OUT: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < total
@@ -364,6 +367,55 @@ def environment(gpu: bool) -> dict[str, Any]:
     return {k: v for k, v in env.items() if v is not None}
 
 
+def compile_check() -> int:
+    """CPU: compile every kernel variant for sm_90 ahead of time and show that each tl.dot became
+    wgmma, that per-MMA dots start from a zero constant with the add kept apart (add.rn.f32),
+    and that fp8 runs with unbounded imprecise accumulation (Triton's Hopper default)."""
+    import re
+
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    ks = _make_kernels(triton, tl)
+    target = GPUTarget("cuda", 90, 32)
+    ptr = {"fp16": "*fp16", "bf16": "*bf16", "fp8_e4m3": "*fp8e4nv"}
+    bad = 0
+    for dtype, ik in IK.items():
+        for has_acc in (False, True):
+            sig = {"a_ptr": ptr[dtype], "bt_ptr": ptr[dtype], "c_ptr": "*fp32", "d_ptr": "*fp32", "N": "i32"}
+            sig.update(K="constexpr", BM="constexpr", BN="constexpr", HAS_ACC="constexpr")
+            src = ASTSource(
+                fn=ks["block"], signature=sig, constexprs={"K": ik, "BM": 64, "BN": 64, "HAS_ACC": has_acc}
+            )
+            ptx = triton.compile(src, target=target, options={"num_warps": 4}).asm["ptx"]
+            insts = sorted(set(re.findall(r"wgmma\.mma_async[.\w]*", ptx)))
+            bad += not insts
+            print(f"block {dtype:9s} acc={has_acc!s:5s} {insts}")
+        for per_mma, bk in ((False, 64), (True, ik), (True, 64)):
+            sig = {"a_ptr": ptr[dtype], "bt_ptr": ptr[dtype], "d_ptr": "*fp32"}
+            sig.update({k: "i32" for k in ("M", "N", "K", "K0", "K1", "PART")})
+            sig.update({k: "constexpr" for k in ("BM", "BN", "BK", "PER_MMA", "OUT", "ASM_ADD")})
+            const = {"BM": 64, "BN": 64, "BK": bk, "PER_MMA": per_mma, "OUT": tl.float32, "ASM_ADD": per_mma}
+            k = triton.compile(
+                ASTSource(fn=ks["gemm"], signature=sig, constexprs=const),
+                target=target,
+                options={"num_warps": 4},
+            )
+            ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
+            n_wgmma = len(re.findall(r"wgmma\.mma_async", ptx))
+            from_zero = bool(re.search(r"warp_group_dot %\w+, %\w+, %cst", ttgir))
+            imprecise = re.findall(r"maxNumImpreciseAcc = (\d+)", ttgir)
+            ok = n_wgmma > 0 and from_zero == per_mma and (("add.rn.f32" in ptx) == per_mma)
+            bad += not ok
+            print(
+                f"gemm  {dtype:9s} {'per_mma' if per_mma else 'single ':7s} BK={bk:<3d} wgmma x{n_wgmma} "
+                f"dot-from-zero={from_zero} add.rn.f32={'add.rn.f32' in ptx} imprecise={imprecise[:1]} {'ok' if ok else 'UNEXPECTED'}"
+            )
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output directory")
@@ -382,10 +434,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="no GPU: run the kernels under TRITON_INTERPRET=1 (shapes/masks only)",
     )
+    mode.add_argument(
+        "--compile-check",
+        action="store_true",
+        help="no GPU: compile the kernels for sm_90 and check the wgmma / per-MMA structure",
+    )
     p.add_argument(
         "--only", default="", help="comma-separated substrings; run only cases whose id contains one"
     )
     args = p.parse_args(argv)
+    if args.compile_check:
+        return compile_check()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
