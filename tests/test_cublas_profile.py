@@ -193,3 +193,16 @@ def test_classification_ignores_launch_order(names: list[str], rnd) -> None:  # 
     a, b = classify(names), classify(shuffled)
     assert a == b, f"{names} vs {shuffled}"
     assert a.family in (*FAMILIES, UNKNOWN) and set(a.candidates) <= set(FAMILIES)
+
+
+def test_algo_id_narrowing() -> None:
+    rules = load_rules()
+    assert rules.families_for_algo(66) == ("nvjet_single_pass", "nvjet_splitk")
+    assert rules.families_for_algo(12345) == FAMILIES
+    # every recorded launch's family is among what its ALGO_ID allows (FINDINGS.md pairs)
+    for algo, names in ((66, RECORDED[0][0]), (66, RECORDED[3][0]), (24, RECORDED[6][0])):
+        assert classify(names).family in rules.families_for_algo(algo)
+    doc = _doc()
+    doc["algo_ids"][66]["families"] = ["nope"]
+    with pytest.raises(RulesError, match="algo_ids.66.families"):
+        parse_rules(doc, where="kernel_families.yaml")

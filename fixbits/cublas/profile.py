@@ -53,6 +53,11 @@ class FamilyRules:
     ignore: tuple[str, ...]
     rules: tuple[Rule, ...]
     desc_family: dict[str, str]
+    algo_ids: tuple[tuple[int, tuple[str, ...]], ...] = ()
+
+    def families_for_algo(self, algo_id: int) -> tuple[str, ...]:
+        """The families a heuristic ALGO_ID allows (all of them when the ALGO_ID is not listed)."""
+        return dict(self.algo_ids).get(int(algo_id), FAMILIES)
 
 
 @dataclass(frozen=True)
@@ -176,7 +181,19 @@ def parse_rules(data: Any, where: str = "kernel_families.yaml") -> FamilyRules:
         if basis not in ("seen", "paper"):
             raise RulesError(f"{w}.basis: {basis!r} is not one of seen, paper")
         rules.append(Rule(name, pats, _str_list(r.get("none"), f"{w}.none"), families, basis))
-    return FamilyRules(_str_list(data.get("ignore"), f"{where}: ignore"), tuple(rules), desc_family)
+    algo_ids = []
+    for key, info in (data.get("algo_ids") or {}).items():
+        w = f"{where}: algo_ids.{key}"
+        if not isinstance(key, int) or not isinstance(info, dict):
+            raise RulesError(f"{w}: expected an integer ALGO_ID mapping to {{families, basis}}")
+        fams_ = _str_list(info.get("families"), f"{w}.families")
+        bad = [f for f in fams_ if f not in FAMILIES]
+        if not fams_ or bad:
+            raise RulesError(f"{w}.families: {bad or 'empty'}; valid: {', '.join(FAMILIES)}")
+        algo_ids.append((key, fams_))
+    return FamilyRules(
+        _str_list(data.get("ignore"), f"{where}: ignore"), tuple(rules), desc_family, tuple(algo_ids)
+    )
 
 
 @lru_cache(maxsize=4)
