@@ -150,6 +150,13 @@ def part_env(lt: Any) -> dict[str, Any]:
             dict(path=x.path, source=x.source, version=x.version, error=x.error) for x in discover()
         ],
     }
+    try:  # how cheap a heuristic query is (the sweep and the arch-profile scan make thousands)
+        t0 = time.perf_counter()
+        for i in range(2000):
+            lt.heuristic(1 + i % 64, 8 + (i * 7) % 512, 8 * (1 + (i * 131) % 9000), "fp16", "fp32")
+        out["heuristic_us_per_query"] = round((time.perf_counter() - t0) / 2000 * 1e6, 1)
+    except Exception as exc:
+        out["heuristic_timing"] = _err(exc)
     try:
         from nvmath.bindings import cublasLt as nv
 
@@ -582,6 +589,7 @@ def summary(rep: Report) -> str:
     lines.append(
         f"env: {env.get('device')} cap {env.get('capability')} cuBLASLt {env.get('version')} via {env.get('binding')}"
         f"; enum mismatches vs nvmath: {env.get('enum_mismatches_vs_nvmath', env.get('nvmath'))}"
+        f"; heuristic {env.get('heuristic_us_per_query')} us/query"
     )
     sm = (p.get("smoke") or {}).get("summary")
     if sm:
