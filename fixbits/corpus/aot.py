@@ -22,7 +22,7 @@ class CompiledKernel:
 
 
 def compile_entry(entry: CorpusEntry, dtype: str, cfg: Config, pinned: bool, *, arch: int = 90,
-                  cpu_shape: bool = False) -> list[CompiledKernel]:
+                  cpu_shape: bool = False, shape: dict[str, int] | None = None) -> list[CompiledKernel]:
     """triton.compile(ASTSource, target=GPUTarget('cuda', arch, 32)) for every kernel the entry launches."""
     import triton
     from triton.backends.compiler import GPUTarget
@@ -32,7 +32,8 @@ def compile_entry(entry: CorpusEntry, dtype: str, cfg: Config, pinned: bool, *, 
 
     mod = entry.load()
     out = []
-    for fn, sig, consts in mod.aot(entry.shape_dict(cpu=cpu_shape), dtype, cfg):
+    shp = shape if shape is not None else entry.shape_dict(cpu=cpu_shape)
+    for fn, sig, consts in mod.aot(shp, dtype, cfg):
         k = kernel_for(fn, pinned)
         src = ASTSource(k, signature=sig, constexprs=consts)
         ck = triton.compile(src, target=GPUTarget("cuda", arch, 32),
