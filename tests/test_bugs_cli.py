@@ -118,3 +118,57 @@ def test_probe_arguments_and_summary(tmp_path: Path) -> None:
         "sweep: 3 shapes queried, 2 run, 1 losses" in text and "PART torch FAILED: ZeroDivisionError" in text
     )
     assert (tmp_path / "cublas_probe.yaml").exists()
+
+
+def test_probe_sweep_and_torch_parts_with_a_fake_black_box(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe's glue (sweep -> CSV/YAML -> torch part -> summary) on CPU, with the GPU faked."""
+    import fixbits.bugs.splitk_tail as st
+
+    probe = _probe()
+
+    class Lt:
+        version_str = "13.1.0"
+
+        def heuristic(self, m: int, n: int, k: int, dt: str, out: str) -> HeuristicAnswer:
+            return HeuristicAnswer(66 if n >= 8 else 23, 10, max(1, min(64, k // 1280)), 0, 0, 0, 0, 0)
+
+    def fake_ones_lt(lt, m, n, k, dt, *, workspace_bytes, pool=None, **kw):  # type: ignore[no-untyped-def]
+        a = lt.heuristic(m, n, k, dt, "fp32")
+        lost = tail_condition(k, 64, a.splitk_num, a.algo_id).lost if workspace_bytes else 0
+        return OnesResult("lt-own", "fp32", float(k - lost), float(k - lost), float(k - lost))
+
+    def fake_ones_torch(m, n, k, dt, how, pool=None):  # type: ignore[no-untyped-def]
+        return OnesResult(
+            f"torch.{how}", "fp32" if how == "mm_out_fp32" else dt, float(k), float(k), float(k)
+        )
+
+    small = st.parse_sweep(
+        {
+            "seed": 1,
+            "in_dtypes": ["fp16", "bf16"],
+            "mn": [[1, 8], [1, 2]],
+            "k_grid": {"start": 8, "stop": 12000, "step": 8},
+            "others_per_mn": 5,
+            "random_shapes": {"count": 10, "m_max": 64, "n_max": 64, "k_max": 20000, "k_multiple": 8},
+        }
+    )
+    monkeypatch.setattr(st, "device_arch", lambda: "sm_90")
+    monkeypatch.setattr(st, "ones_lt", fake_ones_lt)
+    monkeypatch.setattr(st, "ones_torch", fake_ones_torch)
+    monkeypatch.setattr(st, "OnesPool", lambda: None)
+    monkeypatch.setattr(st, "load_sweep", lambda quick=False: small)
+    rep = probe.Report(str(tmp_path))
+    rep.part("sweep", probe.part_sweep, Lt(), str(tmp_path), 30.0, True, 1)
+    rep.part("torch", probe.part_torch, Lt(), rep.data["parts"].get("sweep"), 30.0)
+    assert not rep.data["errors"], rep.data["errors"]
+    sw = rep.data["parts"]["sweep"]
+    assert sw["queried"] == len(small.shapes()) * 2 and not sw["out_of_time"]
+    assert sw["with_algo"][None]["fp"] == sw["with_algo"][None]["fn"] == 0 and sw["losses_found"] > 0
+    assert sw["without_algo"][None]["fp"] > 0  # the 1x2 shapes land on ALGO 23 in this fake
+    rows = (tmp_path / "splitk_sweep.csv").read_text().splitlines()
+    assert rows[0].startswith("m,n,k,in_dtype,algo_id") and len(rows) > sw["losses_found"]
+    tp = rep.data["parts"]["torch"]
+    assert tp["cases"] and tp["mm_out_fp32_loses"] == 0
+    assert "with ALGO" in probe.summary(rep)
