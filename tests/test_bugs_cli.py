@@ -172,3 +172,43 @@ def test_probe_sweep_and_torch_parts_with_a_fake_black_box(
     tp = rep.data["parts"]["torch"]
     assert tp["cases"] and tp["mm_out_fp32_loses"] == 0
     assert "with ALGO" in probe.summary(rep)
+
+
+def test_probe_replay_part_writes_golden_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replay part with the emulator standing in for the GPU: records replay on CPU."""
+    import numpy as np
+    import torch
+
+    import fixbits.bugs.splitk_tail as st
+    import fixbits.cublas.backend as be
+    from fixbits.emulate import emulate
+    from fixbits.golden import load_file, replay
+
+    probe = _probe()
+
+    class Lt:
+        version_str = "13.1.0"
+
+        def heuristic(self, m: int, n: int, k: int, dt: str, out: str) -> HeuristicAnswer:
+            return HeuristicAnswer(66, 10, 9 if k == 11528 else 45, 0, 0, 0, 0, 0)
+
+        def matmul(self, a: np.ndarray, b: np.ndarray, out: str) -> np.ndarray:
+            ans = self.heuristic(1, 1, a.shape[1], "", "")
+            pred = tail_condition(a.shape[1], 64, ans.splitk_num, 66)
+            return emulate(st.tail_dropped_desc(pred, "bf16" if a.dtype.name == "bfloat16" else "fp16"), a, b)
+
+    monkeypatch.setattr(st, "device_arch", lambda: "sm_90")
+    monkeypatch.setattr(be, "to_torch", lambda x, name: x)
+    monkeypatch.setattr(be, "to_numpy", lambda x, name: x)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "fake")
+    rep = probe.Report(str(tmp_path))
+    rep.part("replay", probe.part_replay, Lt(), str(tmp_path), 7, 0.1)
+    assert not rep.data["errors"], rep.data["errors"]
+    rp = rep.data["parts"]["replay"]
+    assert (
+        rp["replayed"] >= 1
+        and rp["replayed_equal"] == rp["replayed"]
+        and rp["golden_records"] == 2 * rp["replayed"]
+    )
+    records = load_file(tmp_path / "golden_cublas_bugs_splitk.yaml")
+    assert all(replay(r).ok for r in records[:2])
