@@ -1,0 +1,135 @@
+"""Public entry points of the static checker: signature of one file, verdict on two."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from fixbits.checker.signature import KernelSignature, build, text_fallback
+from fixbits.checker.walk import Unsupported
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``equal`` certifies identical bytes on every input; ``reason`` says where two trees part."""
+
+    equal: bool
+    reason: str
+    a: KernelSignature
+    b: KernelSignature
+
+
+def detect_isa(text: str, path: str | None = None) -> str:
+    if path:
+        if path.endswith((".amdgcn", ".s", ".gcn")):
+            return "amdgcn"
+        if path.endswith(".ptx"):
+            return "ptx"
+    if ".entry" in text and (".version" in text or ".target" in text):
+        return "ptx"
+    if ".amdgcn_target" in text or "amdhsa" in text or "s_endpgm" in text:
+        return "amdgcn"
+    return "ptx"
+
+
+def ptx_signature(text: str) -> KernelSignature:
+    from fixbits.checker.ptx.parse import PTXError, parse_ptx
+    from fixbits.checker.ptx.walk import PTXWalk
+
+    try:
+        entries = parse_ptx(text)
+    except (PTXError, RecursionError) as e:
+        return text_fallback("ptx", "?", text, f"unreadable PTX: {e}")
+    has_mma = "mma" in text
+    sigs = []
+    for entry in entries:
+        try:
+            w = PTXWalk(entry, has_mma)
+            w.run()
+            sig = build(
+                "ptx",
+                entry.name,
+                w.roots,
+                w.effects,
+                entry.reqntid,
+                set(w.params.values()),
+                not w.nondeterministic,
+            )
+        except Unsupported as e:
+            sig = text_fallback("ptx", entry.name, text, f"not modelled: {e}")
+        except (ValueError, KeyError, IndexError, AssertionError, RecursionError) as e:
+            sig = text_fallback("ptx", entry.name, text, f"walk failed: {type(e).__name__}: {e}")
+        sigs.append(sig)
+    return _combine(sigs)
+
+
+def gcn_signature(text: str) -> KernelSignature:
+    from fixbits.checker.gcn.parse import GCNError, parse_gcn
+    from fixbits.checker.gcn.walk import GCNWalk
+
+    try:
+        kernels = parse_gcn(text)
+    except (GCNError, RecursionError) as e:
+        return text_fallback("amdgcn", "?", text, f"unreadable AMDGCN: {e}")
+    has_mma = "mfma" in text or "wmma" in text
+    sigs = []
+    for k in kernels:
+        try:
+            w = GCNWalk(k, has_mma)
+            w.run()
+            sig = build(
+                "amdgcn", k.name, w.roots, w.effects, k.ntid, set(w.param_syms), not w.nondeterministic
+            )
+        except Unsupported as e:
+            sig = text_fallback("amdgcn", k.name, text, f"not modelled: {e}")
+        except (ValueError, KeyError, IndexError, AssertionError, RecursionError) as e:
+            sig = text_fallback("amdgcn", k.name, text, f"walk failed: {type(e).__name__}: {e}")
+        sigs.append(sig)
+    return _combine(sigs)
+
+
+def _combine(sigs: list[KernelSignature]) -> KernelSignature:
+    if len(sigs) == 1:
+        return sigs[0]
+    h = hashlib.blake2b(digest_size=16)
+    for s in sigs:
+        h.update(s.digest.encode())
+    first = sigs[0]
+    return KernelSignature(
+        first.isa,
+        "+".join(s.entry for s in sigs),
+        h.hexdigest(),
+        tuple(o for s in sigs for o in s.outputs),
+        any(s.physical for s in sigs),
+        all(s.deterministic for s in sigs),
+        next((s.fallback for s in sigs if s.fallback), None),
+        first.ntid,
+    )
+
+
+def signature(text: str, isa: str | None = None, path: str | None = None) -> KernelSignature:
+    isa = isa or detect_isa(text, path)
+    if isa == "ptx":
+        return ptx_signature(text)
+    if isa == "amdgcn":
+        return gcn_signature(text)
+    raise ValueError(f"unknown ISA {isa!r}; supported: 'ptx', 'amdgcn'")
+
+
+def signature_of_file(path: str | Path) -> KernelSignature:
+    p = Path(path)
+    return signature(p.read_text(errors="replace"), path=str(p))
+
+
+def certified_equal(a: KernelSignature, b: KernelSignature) -> bool:
+    """True only when the checker certifies identical bytes (never for run-dependent kernels)."""
+    return a.deterministic and b.deterministic and a.isa == b.isa and a.digest == b.digest
+
+
+def compare(a: KernelSignature, b: KernelSignature) -> Verdict:
+    from fixbits.checker.explain import explain
+
+    if certified_equal(a, b):
+        return Verdict(True, "equal", a, b)
+    return Verdict(False, explain(a, b), a, b)

@@ -1,0 +1,1 @@
+"""Kernels the checker's soundness gate compiles besides the enforcement corpus (imports triton)."""

@@ -1,0 +1,104 @@
+"""Dependence-tree nodes shared by the PTX and AMDGCN walks.
+
+A node is immutable and carries a digest of its kind, attributes and children, computed once
+when it is built, so comparing two trees is comparing two digests. Canonical form is applied at
+construction: the children of a commutative combine are sorted by digest, which is exactly the
+commutativity an IEEE add or multiply has (swapping operands never changes bits on either vendor:
+both return a canonical NaN), and no other rewriting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from fixbits.checker.forms import Poly
+
+# Kinds whose children may be reordered without changing a bit of the result.
+COMMUTATIVE = frozenset({"add", "mul", "min", "max", "and", "or", "xor", "pack_eq"})
+# Kinds whose first two children commute (the exact product of an fma).
+COMMUTATIVE_PREFIX2 = frozenset({"fma"})
+
+
+_EXCHANGE = frozenset({"shfl", "xwarp", "carried", "ldmatrix", "state"})
+
+
+class Node:
+    """One value of the symbolic thread."""
+
+    __slots__ = ("kind", "attrs", "kids", "digest", "poly", "variant", "size", "exchange")
+
+    def __init__(self, kind: str, attrs: tuple = (), kids: tuple[Node, ...] = (), poly: Poly | None = None):
+        if kind in COMMUTATIVE and len(kids) > 1:
+            kids = tuple(sorted(kids, key=lambda n: n.digest))
+        elif kind in COMMUTATIVE_PREFIX2 and len(kids) >= 2:
+            a, b = sorted(kids[:2], key=lambda n: n.digest)
+            kids = (a, b) + tuple(kids[2:])
+        self.kind = kind
+        self.attrs = attrs
+        self.kids = kids
+        self.poly = poly
+        h = hashlib.blake2b(digest_size=16)
+        h.update(kind.encode())
+        h.update(repr(attrs).encode())
+        for k in kids:
+            h.update(k.digest)
+        self.digest = h.digest()
+        self.variant = (
+            (poly.is_variant() if poly is not None else False)
+            or any(k.variant for k in kids)
+            or (kind in ("shfl", "xwarp", "carried", "lane_sym"))
+        )
+        self.size = 1 + sum(k.size for k in kids)
+        # a value that came from another lane, warp or iteration: no change of coordinates removes it
+        self.exchange = kind in _EXCHANGE or any(k.exchange for k in kids)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Node) and self.digest == other.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __repr__(self) -> str:
+        return render(self, depth=3)
+
+    def hex(self) -> str:
+        return self.digest.hex()[:16]
+
+
+def int_node(p: Poly) -> Node:
+    return Node("int", (p.key(),), (), poly=p)
+
+
+def const_bits(value: int, width: int) -> Node:
+    """A constant by its bit pattern (floats included: 0f3F800000 is 1.0)."""
+    return int_node(Poly.const(value & ((1 << width) - 1)))
+
+
+def opaque(text: str, kids: tuple[Node, ...] = ()) -> Node:
+    """An instruction the walk does not model: matched on its own text over its operand nodes."""
+    return Node("opaque", (text,), kids)
+
+
+def render(n: Node, depth: int = 4) -> str:
+    """Short human-readable form of a tree (for messages; not part of the signature)."""
+    if n.kind == "int":
+        assert n.poly is not None
+        return f"[{n.poly.text()}]"
+    if depth <= 0:
+        return f"{n.kind}(…)"
+    attrs = ",".join(str(a) for a in n.attrs if not isinstance(a, tuple)) if n.attrs else ""
+    kids = ", ".join(render(k, depth - 1) for k in n.kids)
+    head = n.kind + (f"<{attrs}>" if attrs else "")
+    return f"{head}({kids})" if kids else head
+
+
+@dataclass(frozen=True)
+class Root:
+    """One stored output: the pointer parameter it is written through, its bytes and its tree."""
+
+    param: str
+    nbytes: int
+    address: Node
+    value: Node
+    relative: bool  # True when the tree is expressed in the output's own coordinates

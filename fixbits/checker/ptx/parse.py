@@ -1,0 +1,212 @@
+"""PTX reader: entry functions, parameters, launch bounds and a flat instruction list.
+
+Only what the walk needs: predicates, opcodes, operands (brace lists and addresses kept whole),
+labels, and register scopes (`{ .reg ... }` blocks inlined by Triton are renamed so an inner
+`%p1` never aliases an outer one). Debug sections and comments are dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+class PTXError(ValueError):
+    """Malformed or unsupported PTX text."""
+
+
+@dataclass(frozen=True)
+class Inst:
+    pred: str | None  # predicate register, None when unpredicated
+    neg: bool  # @!%p
+    op: str  # full opcode with modifiers, e.g. "add.f32", or ":label"
+    args: tuple[str, ...]
+    text: str
+
+
+@dataclass
+class Entry:
+    name: str
+    params: list[str]
+    reqntid: tuple[int, int, int] | None
+    insts: list[Inst] = field(default_factory=list)
+
+
+_COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/|^[ \t]*\.(?:loc|file)\b[^\n]*$", re.S | re.M)
+_ENTRY_RE = re.compile(r"\.entry\s+([\w$.]+)\s*\(")
+_NTID_RE = re.compile(r"\.(reqntid|maxntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
+_REGDECL_RE = re.compile(r"\.reg\s+(?:\.v\d\s+)?\.\w+\s+(.+)")
+
+
+def split_args(s: str) -> list[str]:
+    """Split operands on top-level commas (not inside [] or {})."""
+    out, depth, cur = [], 0, []
+    for ch in s:
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    tail = "".join(cur).strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+def _match_paren(text: str, start: int, open_ch: str, close_ch: str) -> int:
+    depth = 0
+    for i in range(start, len(text)):
+        c = text[i]
+        if c == open_ch:
+            depth += 1
+        elif c == close_ch:
+            depth -= 1
+            if depth == 0:
+                return i
+    raise PTXError(f"unbalanced '{open_ch}' at offset {start}")
+
+
+def _statements(body: str) -> list[str]:
+    """Statements of a function body; '{' and '}' that open/close scopes become their own items."""
+    out: list[str] = []
+    cur: list[str] = []
+    depth_operand = 0
+    at_start = True
+    for ch in body:
+        if at_start and ch in " \t\r\n":
+            continue
+        if at_start and ch in "{}":
+            out.append(ch)
+            continue
+        at_start = False
+        if ch == "{":
+            depth_operand += 1
+        elif ch == "}":
+            if depth_operand == 0:
+                # closes a scope right after a statement without ';' (should not happen in valid PTX)
+                stmt = "".join(cur).strip()
+                if stmt:
+                    out.append(stmt)
+                out.append("}")
+                cur = []
+                at_start = True
+                continue
+            depth_operand -= 1
+        if ch == ";" and depth_operand == 0:
+            out.append("".join(cur).strip())
+            cur = []
+            at_start = True
+            continue
+        if ch == ":" and depth_operand == 0 and re.fullmatch(r"\s*[$A-Za-z_][\w$]*", "".join(cur)):
+            out.append("".join(cur).strip() + ":")
+            cur = []
+            at_start = True
+            continue
+        cur.append(ch)
+    tail = "".join(cur).strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+_STMT_RE = re.compile(r"^(?:@(!?)(%?[\w$]+)\s+)?([a-zA-Z_][\w.:]*)\s*(.*)$", re.S)
+
+
+def parse_ptx(text: str) -> list[Entry]:
+    """Every `.entry` of a PTX module, in order."""
+    if not isinstance(text, str):
+        raise PTXError("PTX must be text")
+    clean = _COMMENT_RE.sub("", text)
+    entries: list[Entry] = []
+    pos = 0
+    while True:
+        m = _ENTRY_RE.search(clean, pos)
+        if not m:
+            break
+        name = m.group(1)
+        pstart = m.end() - 1
+        pend = _match_paren(clean, pstart, "(", ")")
+        params = []
+        for p in split_args(clean[pstart + 1 : pend]):
+            toks = p.split()
+            if toks:
+                params.append(toks[-1].split("[")[0])
+        bstart = clean.find("{", pend)
+        if bstart < 0:
+            raise PTXError(f"entry {name}: no body")
+        header = clean[pend + 1 : bstart]
+        ntid = None
+        nm = _NTID_RE.search(header)
+        if nm:
+            ntid = (int(nm.group(2)), int(nm.group(3) or 1), int(nm.group(4) or 1))
+        bend = _match_paren(clean, bstart, "{", "}")
+        entry = Entry(name, params, ntid)
+        entry.insts = _instructions(clean[bstart + 1 : bend], name)
+        entries.append(entry)
+        pos = bend + 1
+    if not entries:
+        raise PTXError("no .entry function found")
+    return entries
+
+
+def _instructions(body: str, name: str) -> list[Inst]:
+    insts: list[Inst] = []
+    scopes: list[dict[str, str]] = [{}]
+    scope_id = 0
+    for st in _statements(body):
+        if st == "{":
+            scope_id += 1
+            scopes.append({"__id__": str(scope_id)})
+            continue
+        if st == "}":
+            if len(scopes) == 1:
+                raise PTXError(f"entry {name}: unbalanced '}}'")
+            scopes.pop()
+            continue
+        if not st:
+            continue
+        if st.endswith(":") and " " not in st:
+            insts.append(Inst(None, False, ":" + st[:-1], (), st))
+            continue
+        if st.startswith("."):
+            dm = _REGDECL_RE.match(st)
+            if dm and len(scopes) > 1:
+                sid = scopes[-1]["__id__"]
+                for reg in split_args(dm.group(1)):
+                    reg = reg.strip()
+                    rm = re.match(r"(%[\w$]+)<(\d+)>", reg)
+                    if rm:
+                        for i in range(int(rm.group(2))):
+                            scopes[-1][f"{rm.group(1)}{i}"] = f"{rm.group(1)}{i}@{sid}"
+                    elif reg:
+                        scopes[-1][reg] = f"{reg}@{sid}"
+            continue  # other directives (.loc, .pragma, .shared) carry no value semantics
+        m = _STMT_RE.match(st)
+        if not m:
+            raise PTXError(f"entry {name}: cannot read statement {st[:80]!r}")
+        neg, pred, op, rest = m.group(1), m.group(2), m.group(3), m.group(4)
+        args = tuple(split_args(rest))
+        if len(scopes) > 1:
+            args = tuple(_rename(a, scopes) for a in args)
+            if pred:
+                pred = _rename(pred, scopes)
+        insts.append(Inst(pred, bool(neg), op, args, st))
+    return insts
+
+
+_REG_RE = re.compile(r"%[\w$]+")
+
+
+def _rename(arg: str, scopes: list[dict[str, str]]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        r = m.group(0)
+        for sc in reversed(scopes):
+            if r in sc:
+                return sc[r]
+        return r
+
+    return _REG_RE.sub(sub, arg)

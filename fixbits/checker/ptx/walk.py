@@ -1,0 +1,758 @@
+"""Transfer functions of PTX instructions over the symbolic thread (paper §6.1).
+
+Every instruction either has a modelled meaning here or becomes an opaque node over its operand
+nodes, keyed on its opcode text; an unmodelled instruction that may write memory is also kept as
+an effect in the signature, so that it can only ever split two kernels.
+"""
+
+from __future__ import annotations
+
+import re
+
+from fixbits.checker.forms import (
+    Poly,
+    exact_and,
+    exact_bfe,
+    exact_or,
+    exact_shr,
+    token,
+)
+from fixbits.checker.node import Node, Root, const_bits, int_node, opaque
+from fixbits.checker.ptx.parse import Entry, Inst, split_args
+from fixbits.checker.walk import (
+    TRUE,
+    Unsupported,
+    Walk,
+    mk_not,
+    mk_select,
+    pred_is_coordinate,
+    to_poly,
+)
+
+_INT_TYPES = re.compile(r"^[sub](8|16|32|64)$")
+_FLOAT_TYPES = {"f16", "f32", "f64", "bf16", "f16x2", "bf16x2", "tf32", "e4m3", "e5m2", "e4m3x2", "e5m2x2"}
+_TYPE_BITS = {
+    "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "f16": 16, "bf16": 16,
+    "b32": 32, "u32": 32, "s32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32, "b64": 64, "u64": 64,
+    "s64": 64, "f64": 64, "b128": 128, "pred": 1,
+}  # fmt: skip
+# Instructions that order or stage work but carry no value of their own.
+_HARMLESS = (
+    "bar.", "barrier.", "fence", "membar", "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group",
+    "cp.async.commit_group", "cp.async.wait_group", "cp.async.wait_all", "cp.async.bulk.commit_group",
+    "cp.async.bulk.wait_group", "mbarrier.", "prefetch", "griddepcontrol", "nanosleep", "setmaxnreg",
+    "elect.sync", "fence.proxy", "tcgen05.fence", "tcgen05.wait", "tcgen05.commit", "discard",
+    "applypriority", "cp.async.mbarrier", "tensormap.cp_fenceproxy", "pmevent", "bar.warp.sync",
+)  # fmt: skip
+_FLOAT_OPS = {"add", "sub", "mul", "fma", "mad", "min", "max", "neg", "abs", "div", "rcp", "sqrt",
+              "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "copysign", "testp", "cvt"}  # fmt: skip
+_SPECIAL_RE = re.compile(r"^%(tid|ntid|ctaid|nctaid|laneid|warpid|nwarpid|clusterid|nclusterid|cluster_ctaid|"
+                         r"cluster_nctaid|smid|nsmid|clock|clock64|globaltimer|lanemask_\w+|dynamic_smem_size|"
+                         r"total_smem_size|envreg\d+|cluster_ctarank|cluster_nctarank|is_explicit_cluster)(?:\.(\w))?$")  # fmt: skip
+_ADDR_RE = re.compile(r"^\[\s*([^\]+\-]+?)\s*(?:([+-])\s*(-?(?:0x[0-9a-fA-F]+|\d+)))?\s*\]$")
+
+
+def _imm(s: str) -> tuple[int, int] | None:
+    """(value, width) of an immediate operand, None if it is not one."""
+    s = s.strip()
+    try:
+        if s.startswith(("0f", "0F")) and len(s) == 10:
+            return int(s[2:], 16), 32
+        if s.startswith(("0d", "0D")) and len(s) == 18:
+            return int(s[2:], 16), 64
+        if re.fullmatch(r"-?0[xX][0-9a-fA-F]+U?", s):
+            return int(s.rstrip("U"), 16), 0
+        if re.fullmatch(r"-?\d+U?", s):
+            return int(s.rstrip("U")), 0
+    except ValueError:
+        return None
+    return None
+
+
+class PTXWalk(Walk):
+    def __init__(self, entry: Entry, has_mma: bool):
+        super().__init__()
+        self.entry = entry
+        self.insts = entry.insts
+        self.has_mma = has_mma
+        self.params = {p: f"p:{i}" for i, p in enumerate(entry.params)}
+        self.ntid = entry.reqntid
+        self.special: dict[str, Poly] = {}
+        for d, n in zip("xyz", self.ntid or (0, 0, 0), strict=False):
+            if self.ntid is None:
+                self.special[f"tid.{d}"] = Poly.sym(f"tid.{d}")
+            elif n == 1:
+                self.special[f"tid.{d}"] = Poly.const(0)
+            elif n & (n - 1) == 0:
+                self.special[f"tid.{d}"] = Poly.bits(f"t{d}", n.bit_length() - 1)
+            else:
+                self.special[f"tid.{d}"] = Poly.sym(f"tid.{d}")
+            if self.ntid is not None:
+                self.special[f"ntid.{d}"] = Poly.const(n)
+        if self.ntid and self.ntid[1] == self.ntid[2] == 1 and self.ntid[0] % 32 == 0:
+            self.special["laneid"] = Poly.bits("tx", 5)
+
+    # ---- hooks for the generic walk ------------------------------------------------------
+    def insts_len(self) -> int:
+        return len(self.insts)
+
+    def label_at(self, i: int) -> str | None:
+        op = self.insts[i].op
+        return op[1:] if op.startswith(":") else None
+
+    def branch_target(self, i: int) -> str | None:
+        ins = self.insts[i]
+        if ins.op.split(".")[0] == "bra" and ins.args:
+            return ins.args[0].strip()
+        if ins.op.split(".")[0] in ("brx", "call"):
+            raise Unsupported(f"{ins.op} is not modelled")
+        return None
+
+    def branch_at(self, i: int) -> tuple[str, Node | None] | None:
+        tgt = self.branch_target(i)
+        if tgt is None:
+            return None
+        ins = self.insts[i]
+        if ins.pred is None:
+            return tgt, None
+        p = self.get(ins.pred)
+        return tgt, (mk_not(p) if ins.neg else p)
+
+    def is_return(self, i: int) -> bool:
+        ins = self.insts[i]
+        if ins.op in ("ret", "exit", "ret.uni", "trap"):
+            if ins.pred is not None:
+                raise Unsupported("predicated return")
+            return True
+        return False
+
+    def written_regs(self, lo: int, hi: int) -> set[str]:
+        out: set[str] = set()
+        for ins in self.insts[lo:hi]:
+            if ins.op.startswith(":") or not ins.args:
+                continue
+            base = ins.op.split(".")[0]
+            if base in (
+                "st",
+                "red",
+                "bra",
+                "bar",
+                "barrier",
+                "cp",
+                "prefetch",
+                "stmatrix",
+                "fence",
+                "mbarrier",
+            ):
+                if base == "mbarrier" and ins.args[0].startswith("%"):
+                    out.update(_regs(ins.args[0]))
+                continue
+            if ins.op.startswith(("tcgen05.mma", "tcgen05.st", "tcgen05.cp", "tcgen05.commit")):
+                continue
+            first = ins.args[0]
+            if first.startswith("%") or first.startswith("{"):
+                out.update(_regs(first))
+            if base == "setp" and "|" in first:
+                out.update(r.strip() for r in first.split("|"))
+            if base == "shfl" and "|" in first:
+                out.update(r.strip() for r in first.split("|"))
+            if ins.op.startswith("tcgen05.ld"):
+                out.update(_regs(first))
+        return out
+
+    # ---- operands --------------------------------------------------------------------------
+    def val(self, a: str, width: int = 32) -> Node:
+        a = a.strip()
+        if a.startswith("%"):
+            m = _SPECIAL_RE.match(a)
+            if m:
+                name = m.group(1) + (f".{m.group(2)}" if m.group(2) else "")
+                if name in self.special:
+                    return int_node(self.special[name])
+                if m.group(1) in ("ctaid", "nctaid"):
+                    return int_node(Poly.sym(name))
+                if m.group(1) in ("clock", "clock64", "globaltimer", "smid", "warpid"):
+                    self.nondeterministic = True
+                return int_node(token("special", (name,), True))
+            return self.get(a)
+        im = _imm(a)
+        if im is not None:
+            v, w = im
+            return const_bits(v, w or width) if w else int_node(Poly.const(v))
+        if a.startswith("{"):
+            return Node("pack", ("vec",), tuple(self.val(x) for x in split_args(a[1:-1])))
+        if a in self.params:
+            return int_node(Poly.sym(self.params[a]))
+        if re.fullmatch(r"[A-Za-z_$][\w$]*", a):
+            return int_node(Poly.sym("smem" if "smem" in a or "shared" in a else f"sym:{a}"))
+        return opaque("operand:" + a)
+
+    def addr(self, a: str) -> Poly:
+        m = _ADDR_RE.match(a.strip())
+        if not m:
+            raise Unsupported(f"address {a!r}")
+        base = m.group(1).strip()
+        off = int(m.group(3), 0) if m.group(3) else 0
+        if m.group(2) == "-":
+            off = -off
+        if base in self.params:
+            return Poly.sym(self.params[base]) + Poly.const(off)
+        return to_poly(self.val(base, 64)) + Poly.const(off)
+
+    # ---- writes ---------------------------------------------------------------------------
+    def write(self, ins: Inst, reg: str, new: Node, kind: str = "") -> None:
+        """Write ``new`` to ``reg`` under the instruction's predicate."""
+        if ins.pred is None:
+            self.set(reg, new)
+            return
+        p = self.get(ins.pred)
+        if ins.neg:
+            p = mk_not(p)
+        assert self.env is not None
+        old = self.env.get(reg)
+        if pred_is_coordinate(p):
+            # which lanes run is a launch fact; a masked load keeps what the lane had instead
+            if kind == "load" and old is not None:
+                self.set(reg, Node("masked", (), (new, old)))
+            else:
+                self.set(reg, new)
+            return
+        self.set(reg, mk_select(p, new, old if old is not None else Node("undef", ())))
+
+    def cur_pred(self, ins: Inst) -> Node | None:
+        if ins.pred is None:
+            return None
+        p = self.get(ins.pred)
+        return mk_not(p) if ins.neg else p
+
+    # ---- the transfer function ------------------------------------------------------------
+    def step(self, i: int) -> None:
+        ins = self.insts[i]
+        op = ins.op
+        parts = op.split(".")
+        base = parts[0]
+        if op.startswith(_HARMLESS):
+            if base in ("bar", "barrier") or op.startswith("bar.warp"):
+                self.barrier()
+            return
+        handler = getattr(self, "op_" + base, None)
+        if handler is not None:
+            handled = handler(ins, parts)
+            if handled is not False:
+                return
+        self.unknown(ins)
+
+    def unknown(self, ins: Inst) -> None:
+        kids = tuple(self.val(a) if not a.startswith("[") else int_node(self.addr(a)) for a in ins.args[1:])
+        opaque(ins.op, kids)
+        first = ins.args[0] if ins.args else ""
+        base = ins.op.split(".")[0]
+        writes_mem = base in (
+            "st",
+            "atom",
+            "red",
+            "cp",
+            "stmatrix",
+            "multimem",
+            "tcgen05",
+            "cp.reduce",
+            "call",
+        )
+        if ins.op.startswith(("atom", "red")) and any(
+            t in ins.op for t in (".f32", ".f16", ".bf16", ".f64", ".add.noftz")
+        ):
+            self.nondeterministic = True
+        if writes_mem or not (first.startswith("%") or first.startswith("{")):
+            allk = tuple(self.val(a) if not a.startswith("[") else int_node(self.addr(a)) for a in ins.args)
+            self.effects.append(opaque(ins.op, allk + ((self.cur_pred(ins) or TRUE),)))
+        if first.startswith("%") or first.startswith("{"):
+            regs = _regs(first)
+            for k, r in enumerate(regs):
+                self.write(ins, r, Node("opaque", (ins.op, k), kids))
+
+    # ---- moves, integer arithmetic ------------------------------------------------------------
+    def op_mov(self, ins: Inst, parts: list[str]) -> bool | None:
+        dst, src = ins.args[0], ins.args[1]
+        ty = parts[-1]
+        if dst.startswith("{"):
+            regs = _regs(dst)
+            v = self.val(src)
+            w = _TYPE_BITS.get(ty, 32) // len(regs)
+            for k, r in enumerate(regs):
+                self.write(ins, r, mk_slice(v, k * w, w))
+            return None
+        if src.startswith("{"):
+            pieces = [self.val(x) for x in split_args(src[1:-1])]
+            w = _TYPE_BITS.get(ty, 32) // len(pieces)
+            self.write(ins, dst, mk_pack(pieces, w))
+            return None
+        self.write(ins, dst, self.val(src, _TYPE_BITS.get(ty, 32)))
+        return None
+
+    def _int_args(self, ins: Inst) -> list[Poly]:
+        return [to_poly(self.val(a)) for a in ins.args[1:]]
+
+    def _int_result(self, ins: Inst, p: Poly | None, kind: str) -> None:
+        if p is None:
+            vals = [self.val(a) for a in ins.args[1:]]
+            variant = any(v.variant for v in vals)
+            p = token(ins.op, [v.digest for v in vals], variant)
+            if any(v.poly is None or v.poly.has_data() for v in vals):
+                p = Poly.sym("D:" + p.text().split(":", 1)[1])
+        self.write(ins, ins.args[0], int_node(p))
+
+    def _is_int(self, parts: list[str]) -> bool:
+        return bool(_INT_TYPES.match(parts[-1])) or parts[-1] == "pred"
+
+    def op_add(self, ins: Inst, parts: list[str]) -> bool | None:
+        if not self._is_int(parts) or "cc" in parts:
+            if "cc" in parts or "cc" in ins.op:
+                raise Unsupported("carry chains")
+            return self.float_op(ins, parts)
+        a, b = self._int_args(ins)
+        self._int_result(ins, a + b, "add")
+        return None
+
+    def op_sub(self, ins: Inst, parts: list[str]) -> bool | None:
+        if not self._is_int(parts):
+            return self.float_op(ins, parts)
+        a, b = self._int_args(ins)
+        self._int_result(ins, a - b, "sub")
+        return None
+
+    def op_mul(self, ins: Inst, parts: list[str]) -> bool | None:
+        if not self._is_int(parts):
+            return self.float_op(ins, parts)
+        if "hi" in parts:
+            self._int_result(ins, None, "mulhi")
+            return None
+        a, b = self._int_args(ins)
+        self._int_result(ins, a * b, "mul")
+        return None
+
+    def op_mad(self, ins: Inst, parts: list[str]) -> bool | None:
+        if not self._is_int(parts):
+            return self.float_op(ins, parts)
+        if "hi" in parts or "cc" in parts:
+            self._int_result(ins, None, "madhi")
+            return None
+        a, b, c = self._int_args(ins)
+        self._int_result(ins, a * b + c, "mad")
+        return None
+
+    def op_shl(self, ins: Inst, parts: list[str]) -> bool | None:
+        a, b = self._int_args(ins)
+        if b.is_const() and 0 <= b.const_value() < 64:
+            self._int_result(ins, a.scale(1 << b.const_value()), "shl")
+        else:
+            self._int_result(ins, None, "shl")
+        return None
+
+    def op_shr(self, ins: Inst, parts: list[str]) -> bool | None:
+        a, b = self._int_args(ins)
+        r = exact_shr(a, b.const_value()) if b.is_const() and 0 <= b.const_value() < 64 else None
+        self._int_result(ins, r, "shr")
+        return None
+
+    def op_and(self, ins: Inst, parts: list[str]) -> bool | None:
+        if parts[-1] == "pred":
+            self.write(ins, ins.args[0], Node("and", ("pred",), tuple(self.val(a) for a in ins.args[1:])))
+            return None
+        a, b = self._int_args(ins)
+        r = None
+        if b.is_const():
+            r = exact_and(a, b.const_value())
+        elif a.is_const():
+            r = exact_and(b, a.const_value())
+        self._int_result(ins, r, "and")
+        return None
+
+    def op_or(self, ins: Inst, parts: list[str]) -> bool | None:
+        if parts[-1] == "pred":
+            self.write(ins, ins.args[0], Node("or", ("pred",), tuple(self.val(a) for a in ins.args[1:])))
+            return None
+        a, b = self._int_args(ins)
+        self._int_result(ins, exact_or(a, b), "or")
+        return None
+
+    def op_xor(self, ins: Inst, parts: list[str]) -> bool | None:
+        if parts[-1] == "pred":
+            self.write(ins, ins.args[0], Node("xor", ("pred",), tuple(self.val(a) for a in ins.args[1:])))
+            return None
+        a, b = self._int_args(ins)
+        r = None
+        if a.is_const() and b.is_const():
+            r = Poly.const(a.const_value() ^ b.const_value())
+        else:
+            r = exact_or(a, b)  # xor of values with no common bit is their sum
+        self._int_result(ins, r, "xor")
+        return None
+
+    def op_not(self, ins: Inst, parts: list[str]) -> bool | None:
+        if parts[-1] == "pred":
+            self.write(ins, ins.args[0], mk_not(self.val(ins.args[1])))
+            return None
+        self._int_result(ins, None, "not")
+        return None
+
+    def op_bfe(self, ins: Inst, parts: list[str]) -> bool | None:
+        a, pos, ln = self._int_args(ins)
+        r = None
+        if parts[-1].startswith("u") and pos.is_const() and ln.is_const():
+            r = exact_bfe(a, pos.const_value(), ln.const_value())
+        self._int_result(ins, r, "bfe")
+        return None
+
+    def op_cvta(self, ins: Inst, parts: list[str]) -> bool | None:
+        self.write(ins, ins.args[0], int_node(to_poly(self.val(ins.args[1]))))
+        return None
+
+    def op_selp(self, ins: Inst, parts: list[str]) -> bool | None:
+        a, b, p = (self.val(x) for x in ins.args[1:4])
+        if a.poly is not None and b.poly is not None and a.poly.is_const() and b.poly.is_const() and a == b:
+            self.write(ins, ins.args[0], a)
+            return None
+        if a.poly is not None and b.poly is not None:
+            variant = a.variant or b.variant or p.variant or not pred_is_coordinate(p)
+            tok = token("selp", (a.digest, b.digest, p.digest), variant)
+            if not pred_is_coordinate(p):
+                tok = Poly.sym("D:" + tok.text().split(":", 1)[1])
+            self.write(ins, ins.args[0], int_node(tok))
+            return None
+        self.write(ins, ins.args[0], mk_select(p, a, b))
+        return None
+
+    def op_setp(self, ins: Inst, parts: list[str]) -> bool | None:
+        cmp, ty = parts[1], parts[-1]
+        a, b = (self.val(x) for x in ins.args[1:3])
+        if len(ins.args) > 3:  # setp.op.bool.type p, a, b, {!}c
+            return False
+        if _INT_TYPES.match(ty):
+            pa, pb = to_poly(a), to_poly(b)
+            diff = pa - pb
+            n = Node("cmp", (cmp, ty[0] if ty[0] != "b" else "u"), (int_node(diff), int_node(Poly.const(0))))
+        else:
+            n = Node("cmp", (cmp, ty, ".ftz" if "ftz" in parts else ""), (a, b))
+        dsts = [d.strip() for d in ins.args[0].split("|")]
+        self.write(ins, dsts[0], n)
+        if len(dsts) > 1:
+            self.write(ins, dsts[1], mk_not(n))
+        return None
+
+    def op_cvt(self, ins: Inst, parts: list[str]) -> bool | None:
+        types = [p for p in parts[1:] if p in _TYPE_BITS]
+        if (
+            len(types) == 2
+            and all(_INT_TYPES.match(t) for t in types)
+            and not any(p in ("sat",) for p in parts)
+        ):
+            dst_bits = _TYPE_BITS[types[0]]
+            a = to_poly(self.val(ins.args[1]))
+            if dst_bits >= _TYPE_BITS[types[1]] or a.is_const():
+                self._int_result(
+                    ins, a if not a.is_const() else Poly.const(a.const_value() & ((1 << dst_bits) - 1)), "cvt"
+                )
+            else:
+                self._int_result(ins, a, "cvt")  # narrowing of an in-range index (no overflow assumed)
+            return None
+        if types and types[0] in ("f16x2", "bf16x2", "e4m3x2", "e5m2x2") and len(ins.args) == 3:
+            # d = {cvt(a) in the upper half, cvt(b) in the lower}
+            mods = ".".join(p for p in parts[1:] if p not in _TYPE_BITS or p == types[-1])
+            half = types[0][:-2]
+            lo = Node("cvt", (f"{mods}>{half}",), (self.val(ins.args[2]),))
+            hi = Node("cvt", (f"{mods}>{half}",), (self.val(ins.args[1]),))
+            self.write(ins, ins.args[0], mk_pack([lo, hi], _TYPE_BITS.get(half, 8)))
+            return None
+        return self.float_op(ins, parts)
+
+    # ---- floating point --------------------------------------------------------------------
+    def float_op(self, ins: Inst, parts: list[str]) -> bool | None:
+        base = parts[0]
+        if base not in _FLOAT_OPS:
+            return False
+        kind = "fma" if base in ("fma", "mad") else base
+        attrs = (".".join(parts[1:]),)
+        if ins.args[0].startswith("{") or "|" in ins.args[0]:
+            return False
+        ops = [self.val(a) for a in ins.args[1:]]
+        ty = parts[-1]
+        if ty in ("f16x2", "bf16x2") and kind != "cvt":
+            lanes = []
+            for k in range(2):
+                lane_ops = [mk_slice(o, 16 * k, 16) for o in ops]
+                lanes.append(Node(kind, (".".join(parts[1:-1] + [ty[:-2]]),), tuple(lane_ops)))
+            self.write(ins, ins.args[0], mk_pack(lanes, 16))
+            return None
+        self.write(ins, ins.args[0], Node(kind, attrs, tuple(ops)))
+        return None
+
+    def op_min(self, ins: Inst, parts: list[str]) -> bool | None:
+        if self._is_int(parts):
+            self._int_result(ins, None, "min")
+            return None
+        return self.float_op(ins, parts)
+
+    op_max = op_min
+
+    def op_neg(self, ins: Inst, parts: list[str]) -> bool | None:
+        if self._is_int(parts):
+            a = self._int_args(ins)[0]
+            self._int_result(ins, -a, "neg")
+            return None
+        return self.float_op(ins, parts)
+
+    def op_abs(self, ins: Inst, parts: list[str]) -> bool | None:
+        if self._is_int(parts):
+            self._int_result(ins, None, "abs")
+            return None
+        return self.float_op(ins, parts)
+
+    def op_div(self, ins: Inst, parts: list[str]) -> bool | None:
+        if self._is_int(parts):
+            a, b = self._int_args(ins)
+            if a.is_const() and b.is_const() and b.const_value() > 0 and a.const_value() >= 0:
+                self._int_result(ins, Poly.const(a.const_value() // b.const_value()), "div")
+            else:
+                self._int_result(ins, None, "div")
+            return None
+        return self.float_op(ins, parts)
+
+    def op_rem(self, ins: Inst, parts: list[str]) -> bool | None:
+        self._int_result(ins, None, "rem")
+        return None
+
+    # ---- memory --------------------------------------------------------------------------------
+    def op_ld(self, ins: Inst, parts: list[str]) -> bool | None:
+        space = next(
+            (p for p in parts[1:] if p in ("global", "shared", "param", "const", "local")), "generic"
+        )
+        if "shared::cluster" in ins.op:
+            return False
+        vec = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
+        ty = parts[-1]
+        nbytes = max(1, _TYPE_BITS.get(ty, 32) // 8)
+        dst = ins.args[0]
+        regs = _regs(dst) if dst.startswith("{") else [dst]
+        if space == "param":
+            m = re.match(r"^\[\s*([\w$]+)\s*(?:\+\s*(\d+))?\s*\]$", ins.args[1].strip())
+            if m and m.group(1) in self.params and not m.group(2):
+                self.write(ins, regs[0], int_node(Poly.sym(self.params[m.group(1)])))
+                return None
+            return False
+        a = self.addr(ins.args[1])
+        if len(regs) != vec:
+            raise Unsupported(f"vector load arity {ins.text[:60]}")
+        for k, r in enumerate(regs):
+            ak = a + Poly.const(k * nbytes)
+            if space == "shared":
+                v = self.smem_load(int_node(ak), nbytes)
+            elif space == "local":
+                v = Node("local", (nbytes,), (int_node(ak),))
+            else:
+                v = Node("load", (space if space != "generic" else "global", nbytes), (int_node(ak),))
+            self.write(ins, r, v, kind="load")
+        return None
+
+    op_ldu = op_ld
+
+    def op_st(self, ins: Inst, parts: list[str]) -> bool | None:
+        space = next((p for p in parts[1:] if p in ("global", "shared", "local")), "generic")
+        if "shared::cluster" in ins.op or "async" in parts:
+            return False
+        ty = parts[-1]
+        nbytes = max(1, _TYPE_BITS.get(ty, 32) // 8)
+        a = self.addr(ins.args[0])
+        src = ins.args[1]
+        vals = [self.val(x) for x in split_args(src[1:-1])] if src.startswith("{") else [self.val(src)]
+        pred = self.cur_pred(ins)
+        for k, v in enumerate(vals):
+            ak = a + Poly.const(k * nbytes)
+            if space == "shared":
+                self.smem_store("st", int_node(ak), v, pred, nbytes)
+            elif space == "local":
+                self.effects.append(Node("stlocal", (nbytes,), (int_node(ak), v)))
+            else:
+                if pred is not None and not pred_is_coordinate(pred):
+                    v = Node("select", (), (pred, v, Node("keep", ())))
+                self.global_store(ak, v, nbytes)
+        return None
+
+    def global_store(self, addr: Poly, v: Node, nbytes: int) -> None:
+        # split packed halves / bytes into one root per element
+        if v.kind == "pack" and v.attrs and isinstance(v.attrs[0], int):
+            w = v.attrs[0] // 8
+            for k, piece in enumerate(v.kids):
+                self.global_store(addr + Poly.const(k * w), piece, w)
+            return
+        param = next(
+            (m[0] for m, c in sorted(addr.terms.items()) if len(m) == 1 and m[0].startswith("p:") and c == 1),
+            "?",
+        )
+        self.roots.append(Root(param, nbytes, int_node(addr), v, False))
+
+    def op_cp(self, ins: Inst, parts: list[str]) -> bool | None:
+        if ins.op.startswith("cp.async.ca.shared.global") or ins.op.startswith("cp.async.cg.shared.global"):
+            dst = self.addr(ins.args[0])
+            src = self.addr(ins.args[1])
+            size = _imm(ins.args[2])
+            if size is None:
+                return False
+            extra = tuple(self.val(x) for x in ins.args[3:])
+            v = Node("cpasync", (size[0],), (Node("load", ("global", size[0]), (int_node(src),)),) + extra)
+            self.smem_store("async", int_node(dst), v, self.cur_pred(ins), size[0])
+            return None
+        if ins.op.startswith("cp.async.bulk.tensor") and ".shared" in ins.op.split(".global")[0]:
+            # TMA load: global tile -> shared memory (staging for MMA operands or loads)
+            dst = self.addr(ins.args[0])
+            v = opaque(
+                ins.op,
+                tuple(self.val(x) if not x.startswith("[") else self._tma_operand(x) for x in ins.args[1:]),
+            )
+            self.smem_store("async", int_node(dst), v, self.cur_pred(ins), 0)
+            return None
+        if ins.op.startswith("cp.async.bulk.tensor") and ".global.shared" in ins.op:
+            desc = self._tma_operand(ins.args[0])
+            src = self.addr(ins.args[1])
+            tile = self.smem_load(int_node(src), 0)
+            param = (
+                next((s for s in sorted(desc.poly.symbols()) if s.startswith("p:")), "?")
+                if desc.poly
+                else "?"
+            )
+            self.roots.append(Root(param, 0, desc, Node("tma_store", (ins.op,), (tile,)), False))
+            return None
+        return False
+
+    def _tma_operand(self, a: str) -> Node:
+        inner = a.strip()[1:-1]
+        items = split_args(inner)
+        kids = []
+        for it in items:
+            it = it.strip()
+            if it.startswith("{"):
+                kids.append(Node("coords", (), tuple(self.val(x) for x in split_args(it[1:-1]))))
+            elif it in self.params:
+                kids.append(int_node(Poly.sym(self.params[it])))
+            else:
+                kids.append(self.val(it, 64))
+        if len(kids) == 1:
+            return kids[0]
+        return Node("tmaop", (), tuple(kids))
+
+    def op_ldmatrix(self, ins: Inst, parts: list[str]) -> bool | None:
+        regs = _regs(ins.args[0])
+        a = self.addr(ins.args[1])
+        u = self.smem_uniform(4, any_lane_halves="trans" in parts)
+        hist = None if u is not None else Node("xwarp", (16,), (int_node(a), self.smem_history()))
+        for k, r in enumerate(regs):
+            self.write(ins, r, u if u is not None else Node("ldmatrix", (ins.op, k), (hist,)))  # type: ignore[arg-type]
+        return None
+
+    # ---- exchanges -----------------------------------------------------------------------
+    def op_shfl(self, ins: Inst, parts: list[str]) -> bool | None:
+        mode = next((p for p in parts if p in ("bfly", "down", "up", "idx")), None)
+        if mode is None or len(ins.args) < 4:
+            return False
+        dsts = [d.strip() for d in ins.args[0].split("|")]
+        a = self.val(ins.args[1])
+        b, c = self.val(ins.args[2]), self.val(ins.args[3])
+        mask = self.val(ins.args[4]) if len(ins.args) > 4 else int_node(Poly.const(-1))
+        self.write(ins, dsts[0], Node("shfl", (mode,), (a, b, c, mask)))
+        if len(dsts) > 1:
+            self.write(ins, dsts[1], Node("shflpred", (mode,), (b, c, mask)))
+        return None
+
+    # ---- tensor cores ----------------------------------------------------------------------
+    def op_wgmma(self, ins: Inst, parts: list[str]) -> bool | None:
+        if not ins.op.startswith("wgmma.mma_async"):
+            return False
+        shape = next((p for p in parts if re.fullmatch(r"m\d+n\d+k\d+", p)), "")
+        k = shape.split("k")[-1]
+        types = ".".join(p for p in parts if p in _TYPE_BITS or p in _FLOAT_TYPES or p in ("s32", "u8", "s8"))
+        accs = _regs(ins.args[0])
+        rest = list(ins.args[1:])
+        a_op = ins.args[1]
+        a_node = (
+            Node("pack", ("vec",), tuple(self.val(x) for x in _regs(a_op)))
+            if a_op.startswith("{")
+            else self.val(a_op)
+        )
+        b_node = self.val(rest[1])
+        scale_d = self.val(rest[2]) if len(rest) > 2 else TRUE
+        imms = tuple(x.strip() for x in rest[3:5])  # scale-a, scale-b (negation); transposes are layout
+        sig = (
+            "wgmma",
+            f"k{k}",
+            types,
+            imms,
+            "sp" if ".sp" in ins.op else "",
+            "satfinite" if "satfinite" in ins.op else "",
+        )
+        old = [self.get(r) for r in accs]
+        for idx, r in enumerate(accs):
+            self.write(ins, r, Node("mma", (sig, idx), (old[idx], a_node, b_node, scale_d)))
+        return None
+
+    def op_mma(self, ins: Inst, parts: list[str]) -> bool | None:
+        shape = next((p for p in parts if re.fullmatch(r"m\d+n\d+k\d+", p)), "")
+        k = shape.split("k")[-1]
+        types = ".".join(
+            p for p in parts[1:] if p in _TYPE_BITS or p in _FLOAT_TYPES or p in ("s32", "u8", "s8")
+        )
+        if len(ins.args) < 4:
+            return False
+        d, a, b, c = ins.args[:4]
+        dregs, cregs = _regs(d), _regs(c)
+        a_node = Node("pack", ("vec",), tuple(self.val(x) for x in _regs(a)))
+        b_node = Node("pack", ("vec",), tuple(self.val(x) for x in _regs(b)))
+        sig = (
+            "mma",
+            f"k{k}",
+            types,
+            "sp" if ".sp" in ins.op else "",
+            "satfinite" if "satfinite" in ins.op else "",
+        )
+        olds = [self.val(x) for x in cregs]
+        if len(olds) != len(dregs):
+            return False
+        for idx, r in enumerate(dregs):
+            self.write(ins, r, Node("mma", (sig, idx), (olds[idx], a_node, b_node, TRUE)))
+        return None
+
+
+def _regs(s: str) -> list[str]:
+    s = s.strip()
+    if s.startswith("{"):
+        return [x.strip() for x in split_args(s[1:-1]) if x.strip()]
+    return [s.split("|")[0].strip()]
+
+
+def mk_slice(v: Node, off: int, width: int) -> Node:
+    """Bits [off, off+width) of a value, folded into loads, packs and constants."""
+    if v.kind == "load" and off % 8 == 0 and width % 8 == 0:
+        assert v.kids[0].poly is not None
+        return Node("load", (v.attrs[0], width // 8), (int_node(v.kids[0].poly + Poly.const(off // 8)),))
+    if v.kind == "masked":
+        return Node("masked", (), (mk_slice(v.kids[0], off, width), mk_slice(v.kids[1], off, width)))
+    if v.kind == "pack" and v.attrs and isinstance(v.attrs[0], int):
+        w = v.attrs[0]
+        if off % w == 0 and width == w:
+            return v.kids[off // w]
+    if v.poly is not None and v.poly.is_const():
+        return int_node(Poly.const((v.poly.const_value() >> off) & ((1 << width) - 1)))
+    return Node("slice", (off, width), (v,))
+
+
+def mk_pack(pieces: list[Node], width: int) -> Node:
+    """Concatenate pieces (lowest first); undoes a slice of one value into its whole."""
+    if pieces and all(p.kind == "slice" and p.attrs == (k * width, width) for k, p in enumerate(pieces)):
+        src = pieces[0].kids[0]
+        if all(p.kids[0].digest == src.digest for p in pieces):
+            return src
+    if all(p.poly is not None and p.poly.is_const() for p in pieces):
+        v = 0
+        for k, p in enumerate(pieces):
+            assert p.poly is not None
+            v |= (p.poly.const_value() & ((1 << width) - 1)) << (k * width)
+        return int_node(Poly.const(v))
+    return Node("pack", (width,), tuple(pieces))

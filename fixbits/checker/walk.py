@@ -1,0 +1,593 @@
+"""ISA-independent machinery of the walk: control flow over a flat instruction list, loop
+summaries, shared-memory exchanges and the roots. The PTX and AMDGCN walkers subclass it and
+supply one transfer function per instruction (``step``).
+
+Soundness rules kept here:
+* a loop-carried register becomes a fold/loop node whose key holds every carried value it
+  depends on, its seed and the loop's exit condition (the tensor-core K-loop exemption is the one
+  documented exception: an accumulator fed only by one chain of identical MMAs);
+* a branch merge becomes a select on the path condition;
+* control flow the walk does not understand raises ``Unsupported`` and the kernel's signature
+  falls back to its normalised text (never merges two kernels that differ).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fixbits.checker.forms import Poly, data_token, is_variant_symbol, token
+from fixbits.checker.node import Node, Root, int_node
+
+
+class Unsupported(Exception):
+    """A construct the walk cannot model soundly; the caller falls back to text."""
+
+
+@dataclass
+class SmemEntry:
+    kind: str  # "st" (value store), "async" (copy engine: cp.async / TMA)
+    addr: Node
+    value: Node
+    pred: Node | None
+    nbytes: int
+    epoch: int
+
+
+TRUE = Node("true")
+
+
+def to_poly(n: Node) -> Poly:
+    """Integer view of any node: a non-integer value used as an integer is data."""
+    if n.poly is not None:
+        return n.poly
+    if n.kind == "carried":
+        return Poly.sym("carried:" + str(n.attrs[0]))
+    return data_token([n.digest])
+
+
+def pred_is_coordinate(n: Node) -> bool:
+    """True when a predicate depends only on launch facts (coordinates, extents, parameters)."""
+    if n.kind == "int":
+        assert n.poly is not None
+        return not any(s.startswith(("D:", "carried:")) for s in n.poly.symbols())
+    if n.kind in ("cmp", "and", "or", "xor", "not", "true"):
+        return all(pred_is_coordinate(k) for k in n.kids)
+    return False
+
+
+def mk_not(p: Node) -> Node:
+    if p.kind == "not":
+        return p.kids[0]
+    return Node("not", (), (p,))
+
+
+def mk_select(p: Node, a: Node, b: Node) -> Node:
+    if a.digest == b.digest:
+        return a
+    if p.kind == "true":
+        return a
+    # an MMA K-loop that ran zero times returns its seed: the guard adds nothing
+    if pred_is_coordinate(p) and not p.variant:
+        for x, y in ((a, b), (b, a)):
+            if x.kind == "mmafold" and x.kids and x.kids[0].digest == y.digest:
+                return x
+    return Node("select", (), (p, a, b))
+
+
+class Walk:
+    """One entry function over one symbolic thread."""
+
+    has_mma: bool = False
+
+    def __init__(self) -> None:
+        self.env: dict[str, Node] | None = {}
+        self.pc: tuple[Node, ...] = ()
+        self.pending: dict[str, list[tuple[dict[str, Node], tuple[Node, ...]]]] = {}
+        self.roots: list[Root] = []
+        self.effects: list[Node] = []
+        self.smem: list[SmemEntry] = []
+        self.epoch = 0
+        self.depth = 0
+        self.nondeterministic = False
+        self.labels: dict[str, int] = {}
+        self.backedges: dict[int, int] = {}  # header index -> back-edge branch index
+
+    # ---- to be provided by the ISA walker ------------------------------------------------
+    def insts_len(self) -> int:
+        raise NotImplementedError
+
+    def label_at(self, i: int) -> str | None:
+        raise NotImplementedError
+
+    def branch_at(self, i: int) -> tuple[str, Node | None] | None:
+        """(target label, condition node or None when unconditional) if instruction i branches."""
+        raise NotImplementedError
+
+    def is_return(self, i: int) -> bool:
+        raise NotImplementedError
+
+    def step(self, i: int) -> None:
+        raise NotImplementedError
+
+    def written_regs(self, lo: int, hi: int) -> set[str]:
+        raise NotImplementedError
+
+    def branch_target(self, i: int) -> str | None:
+        raise NotImplementedError
+
+    # ---- registers ---------------------------------------------------------------------
+    def get(self, reg: str) -> Node:
+        assert self.env is not None
+        n = self.env.get(reg)
+        if n is None:
+            n = Node("undef", (reg.split("@")[0].rstrip("0123456789"),))
+        return n
+
+    def set(self, reg: str, n: Node) -> None:
+        assert self.env is not None
+        self.env[reg] = n
+
+    # ---- control flow ------------------------------------------------------------------
+    def run(self) -> None:
+        n = self.insts_len()
+        for i in range(n):
+            lab = self.label_at(i)
+            if lab is not None:
+                if lab in self.labels:
+                    raise Unsupported(f"label {lab} defined twice")
+                self.labels[lab] = i
+        for i in range(n):
+            tgt = self.branch_target(i)
+            if tgt is None:
+                continue
+            if tgt not in self.labels:
+                raise Unsupported(f"branch to unknown label {tgt}")
+            t = self.labels[tgt]
+            if t <= i:
+                if t in self.backedges:
+                    raise Unsupported("loop with two back edges")
+                self.backedges[t] = i
+        # loops must nest
+        spans = sorted(self.backedges.items())
+        for a, (_h1, b1) in enumerate(spans):
+            for h2, b2 in spans[a + 1 :]:
+                if h2 <= b1 and b2 > b1:
+                    raise Unsupported("overlapping loops")
+        self.exec_range(0, n)
+
+    def exec_range(self, lo: int, hi: int) -> None:
+        i = lo
+        while i < hi:
+            lab = self.label_at(i)
+            if lab is not None:
+                self.merge_at(lab)
+                if i in self.backedges and self.backedges[i] < hi:
+                    if self.env is None:
+                        raise Unsupported("loop header reached only by a jump")
+                    b = self.backedges[i]
+                    self.do_loop(i, b)
+                    i = b + 1
+                    continue
+                i += 1
+                continue
+            if self.env is None:
+                i += 1
+                continue
+            br = self.branch_at(i)
+            if br is not None:
+                tgt, cond = br
+                t = self.labels[tgt]
+                if t <= i:
+                    raise Unsupported("back edge outside its loop")
+                if t > hi:
+                    raise Unsupported("branch leaves its loop body")
+                if cond is None:
+                    self.pending.setdefault(tgt, []).append((self.env, self.pc))
+                    self.env = None
+                else:
+                    self.pending.setdefault(tgt, []).append((dict(self.env), self.pc + (cond,)))
+                    self.pc = self.pc + (mk_not(cond),)
+                i += 1
+                continue
+            if self.is_return(i):
+                self.env = None
+                i += 1
+                continue
+            self.step(i)
+            i += 1
+
+    def merge_at(self, label: str) -> None:
+        entries = self.pending.pop(label, [])
+        if not entries:
+            return
+        states = list(entries)
+        if self.env is not None:
+            states.append((self.env, self.pc))
+        if len(states) == 1:
+            self.env, self.pc = dict(states[0][0]), states[0][1]
+            return
+        # common prefix of the path conditions is the merged path condition
+        prefix = list(states[0][1])
+        for _, pc in states[1:]:
+            k = 0
+            while k < len(prefix) and k < len(pc) and prefix[k].digest == pc[k].digest:
+                k += 1
+            prefix = prefix[:k]
+        base_env, base_pc = states[-1]
+        merged = dict(base_env)
+        for env, pc in reversed(states[:-1]):
+            extra = pc[len(prefix) :]
+            cond = extra[0] if len(extra) == 1 else (Node("and", ("pc",), extra) if extra else TRUE)
+            keys = set(env) | set(merged)
+            for r in keys:
+                a = env.get(r)
+                b = merged.get(r)
+                if a is None:
+                    continue
+                if b is None:
+                    merged[r] = a
+                    continue
+                merged[r] = mk_select(cond, a, b)
+        self.env = merged
+        self.pc = tuple(prefix)
+
+    # ---- loops -------------------------------------------------------------------------
+    def do_loop(self, h: int, b: int) -> None:
+        br = self.branch_at(b)
+        assert br is not None
+        for lab, _ in list(self.pending.items()):
+            if h < self.labels[lab] <= b:
+                raise Unsupported("jump into a loop body")
+        assert self.env is not None
+        written = self.written_regs(h + 1, b)
+        pre_env = dict(self.env)
+        saved = (self.roots, self.effects, self.smem, self.epoch, self.pc)
+
+        def body(env: dict[str, Node]) -> tuple[dict[str, Node], Node | None]:
+            self.env = env
+            self.roots, self.effects, self.smem = [], [], list(saved[2])
+            self.depth += 1
+            try:
+                self.exec_range(h + 1, b)
+                if self.env is None:
+                    raise Unsupported("loop body ends in a jump")
+                br2 = self.branch_at(b)
+                assert br2 is not None
+                return self.env, br2[1]
+            finally:
+                self.depth -= 1
+
+        env1 = dict(pre_env)
+        for r in written:
+            env1[r] = Node("carried", (r,))
+        end1, _ = body(env1)
+        it = Poly.sym(f"IT{self.depth + 1}")
+        ivs: dict[str, tuple[Poly, Poly]] = {}
+        for r in written:
+            init, upd = pre_env.get(r), end1.get(r)
+            if init is None or upd is None or init.poly is None or upd.poly is None:
+                continue
+            step = upd.poly - Poly.sym("carried:" + r)
+            if any(s.startswith("carried:") for s in step.symbols()):
+                continue
+            ivs[r] = (init.poly, step)
+        env2 = dict(pre_env)
+        for r in written:
+            if r in ivs:
+                init_p, step = ivs[r]
+                env2[r] = int_node(init_p + step * it)
+            else:
+                env2[r] = Node("carried", (r,))
+        end2, cond = body(env2)
+        body_roots, body_effects, body_smem = self.roots, self.effects, self.smem
+        self.roots, self.effects, self.smem, self.epoch, self.pc = saved
+        if cond is None:
+            raise Unsupported("loop without an exit condition")
+        summ = LoopSummary(self.depth + 1, pre_env, end2, cond, set(written) - set(ivs))
+        self.env = dict(pre_env)
+        for r in written:
+            if r in ivs:
+                init_p, step = ivs[r]
+                exit_key = summ.full_key().digest.hex()
+                variant = init_p.is_variant() or step.is_variant()
+                self.env[r] = int_node(token("ivexit", (init_p.key(), step.key(), exit_key), variant))
+            else:
+                self.env[r] = summ.out(r, self.has_mma)
+        for root in body_roots:
+            k = summ.full_key()
+            self.roots.append(
+                Root(
+                    root.param,
+                    root.nbytes,
+                    Node("inloop", (), (k, root.address)),
+                    Node("inloop", (), (k, root.value)),
+                    False,
+                )
+            )
+        for eff in body_effects:
+            self.effects.append(Node("inloop", (), (summ.full_key(), eff)))
+        base = len(saved[2])
+        for e in body_smem[base:]:
+            k = summ.full_key()
+            self.smem.append(
+                SmemEntry(
+                    e.kind,
+                    Node("inloop", (), (k, e.addr)),
+                    Node("inloop", (), (k, e.value)),
+                    e.pred,
+                    e.nbytes,
+                    self.epoch,
+                )
+            )
+        self.epoch += 1
+
+    # ---- shared memory -----------------------------------------------------------------
+    def smem_store(self, kind: str, addr: Node, value: Node, pred: Node | None, nbytes: int) -> None:
+        self.smem.append(SmemEntry(kind, addr, value, pred, nbytes, self.epoch))
+
+    def smem_uniform(self, nbytes: int, any_lane_halves: bool = False) -> Node | None:
+        """The one coordinate-free tree every store wrote, when there is one.
+
+        Whatever slot a load reads then holds that tree, so a layout conversion through shared
+        memory (the usual epilogue of a tensor-core GEMM) adds nothing. Copy-engine writes only
+        stage tensor-core operands and are not read by plain loads in a kernel with MMAs.
+        """
+        stores = [e for e in self.smem if e.kind == "st" and not _is_staging(e.value)]
+        staged = [e for e in self.smem if e.kind != "st" or _is_staging(e.value)]
+        if not stores or (staged and not self.has_mma):
+            return None
+        first = stores[0].value
+        if first.variant or not all(e.value.digest == first.digest and e.nbytes == nbytes for e in stores):
+            return None
+        if any_lane_halves:
+            # a transposing read regroups halves: only safe when both halves are one tree
+            if not (first.kind == "pack" and len({k.digest for k in first.kids}) == 1):
+                return None
+        return first
+
+    def smem_history(self) -> Node:
+        return Node(
+            "hist",
+            (),
+            tuple(
+                Node(
+                    "st",
+                    (e.kind, e.nbytes, e.epoch),
+                    (e.addr, e.value, e.pred if e.pred is not None else TRUE),
+                )
+                for e in self.smem
+            ),
+        )
+
+    def smem_load(self, addr: Node, nbytes: int) -> Node:
+        u = self.smem_uniform(nbytes)
+        if u is not None:
+            return u
+        return Node("xwarp", (nbytes,), (addr, self.smem_history()))
+
+    def barrier(self) -> None:
+        self.epoch += 1
+
+
+def _is_staging(v: Node) -> bool:
+    """A raw copy of global memory (tensor-core operand staging), not a computed value."""
+    while v.kind in ("inloop", "masked", "slice", "select") and v.kids:
+        v = v.kids[1] if v.kind in ("inloop", "select") else v.kids[0]
+    if v.kind == "pack":
+        return all(_is_staging(k) for k in v.kids)
+    return v.kind in ("load", "cpasync", "opaque")
+
+
+class LoopSummary:
+    """Canonical, register-name-free description of one loop's carried state."""
+
+    def __init__(
+        self, depth: int, init: dict[str, Node], upd: dict[str, Node], cond: Node, carried: set[str]
+    ):
+        self.depth = depth
+        self.init = init
+        self.upd = upd
+        self.cond = cond
+        self.carried = carried
+        self._full_cache: tuple[Node, dict[str, int]] | None = None
+
+    def _refs(self, n: Node, out: list[str], seen: set[bytes]) -> None:
+        if n.digest in seen:
+            return
+        seen.add(n.digest)
+        if n.kind == "carried":
+            r = str(n.attrs[0])
+            if r not in out:
+                out.append(r)
+            return
+        if n.poly is not None:
+            for s in sorted(n.poly.symbols()):
+                if s.startswith("carried:") and s[8:] not in out:
+                    out.append(s[8:])
+            return
+        for k in n.kids:
+            self._refs(k, out, seen)
+
+    def closure(self, starts: list[Node], first: str | None = None) -> list[str]:
+        order: list[str] = [first] if first else []
+        seen: set[bytes] = set()
+        for s in starts:
+            self._refs(s, order, seen)
+        self._refs(self.cond, order, seen)
+        i = 0
+        while i < len(order):
+            r = order[i]
+            u = self.upd.get(r)
+            if u is not None:
+                self._refs(u, order, seen)
+            i += 1
+        return order
+
+    def rename(self, n: Node, names: dict[str, int], memo: dict[bytes, Node]) -> Node:
+        got = memo.get(n.digest)
+        if got is not None:
+            return got
+        if n.kind == "carried":
+            out = Node("state", (names[str(n.attrs[0])],))
+        elif n.poly is not None:
+            p = n.poly
+            for s in sorted(p.symbols()):
+                if s.startswith("carried:"):
+                    p = p.substitute(s, Poly.sym(f"S{names[s[8:]]}@{self.depth}"))
+            out = int_node(p) if p is not n.poly else n
+        elif not n.kids:
+            out = n
+        else:
+            kids = tuple(self.rename(k, names, memo) for k in n.kids)
+            out = (
+                n
+                if all(a is b for a, b in zip(kids, n.kids, strict=False))
+                else Node(n.kind, n.attrs, kids, n.poly)
+            )
+        memo[n.digest] = out
+        return out
+
+    def _full(self) -> tuple[Node, dict[str, int]]:
+        """One key over every carried value, ordered by structure (register names break ties)."""
+        if self._full_cache is None:
+            anon = {r: 0 for r in self.carried}
+            memo: dict[bytes, Node] = {}
+            color = {
+                r: self.rename(self.upd[r], anon, memo).digest if r in self.upd else b"" for r in self.carried
+            }
+            order = sorted(self.carried, key=lambda r: (color[r], r))
+            self._full_cache = (self.key_for([], order=order), {r: i for i, r in enumerate(order)})
+        return self._full_cache
+
+    def full_key(self) -> Node:
+        return self._full()[0]
+
+    def key_for(self, starts: list[Node], first: str | None = None, order: list[str] | None = None) -> Node:
+        if order is None:
+            order = self.closure(starts, first)
+        names = {r: i for i, r in enumerate(order)}
+        memo: dict[bytes, Node] = {}
+        slots = []
+        for r in order:
+            init = self.init.get(r, Node("undef", ()))
+            upd = self.upd.get(r, Node("undef", ()))
+            slots.append(Node("slot", (), (init, self.rename(upd, names, memo))))
+        return Node("loop", (self.depth,), (self.rename(self.cond, names, memo),) + tuple(slots))
+
+    def out(self, r: str, has_mma: bool) -> Node:
+        upd = self.upd[r]
+        chain = _mma_chain(upd, r)
+        if chain is not None:
+            return Node("mmafold", (chain,), (self.init.get(r, Node("undef", ())),))
+        order = self.closure([upd], first=r)
+        if len(order) <= 8:
+            return Node("loopout", (0,), (self.key_for([upd], order=order),))
+        key, index = self._full()
+        return Node("loopout", (index[r],), (key,))
+
+
+def _mma_chain(n: Node, reg: str) -> tuple | None:
+    """Instruction signature if ``n`` is a chain of identical MMAs ending in carried ``reg``."""
+    sig = None
+    cur = n
+    count = 0
+    while cur.kind == "mma":
+        s = cur.attrs[0]
+        if sig is None:
+            sig = s
+        elif s != sig:
+            return None
+        cur = cur.kids[0]
+        count += 1
+    if count == 0 or cur.kind != "carried" or cur.attrs[0] != reg:
+        return None
+    return sig
+
+
+def relativize(root_addr: Poly, value: Node, param_syms: set[str]) -> tuple[Poly, Node] | None:
+    """Rewrite a root in its output's own coordinates when its tree is then free of thread,
+    block and iteration symbols; None when it is not (the root then stays physical)."""
+    base = None
+    offs: dict[tuple, dict[tuple, int]] = {}
+    for mono, c in root_addr.terms.items():
+        if len(mono) == 1 and mono[0] in param_syms and c == 1 and base is None:
+            base = mono[0]
+            continue
+        inv = tuple(s for s in mono if not is_variant_symbol(s))
+        var = tuple(s for s in mono if is_variant_symbol(s))
+        offs.setdefault(inv, {})
+        offs[inv][var] = offs[inv].get(var, 0) + c
+    if base is None or value.exchange:
+        return None
+    coords = {inv: Poly(t) for inv, t in offs.items() if Poly(t).is_variant()}
+    if not coords:
+        return None
+
+    def rewrite_poly(p: Poly) -> Poly:
+        groups: dict[tuple, dict[tuple, int]] = {}
+        for mono, c in p.terms.items():
+            inv = tuple(s for s in mono if not is_variant_symbol(s))
+            var = tuple(s for s in mono if is_variant_symbol(s))
+            groups.setdefault(inv, {})
+            groups[inv][var] = groups[inv].get(var, 0) + c
+        out = Poly({})
+        for inv, t in groups.items():
+            g = Poly(t)
+            rep = None
+            if g.is_variant():
+                for ck, cp in coords.items():
+                    r = _ratio(g, cp)
+                    if r is not None:
+                        num, den = r
+                        rep = Poly({(f"OUT[{'*'.join(ck)}]/{den}",): num})
+                        break
+            if rep is None:
+                rep = g
+            out = out + rep * Poly({inv: 1})
+        return out
+
+    memo: dict[bytes, Node] = {}
+
+    def rewrite(n: Node) -> Node:
+        got = memo.get(n.digest)
+        if got is not None:
+            return got
+        if n.poly is not None:
+            out = int_node(rewrite_poly(n.poly))
+        elif not n.kids:
+            out = n
+        else:
+            out = Node(n.kind, n.attrs, tuple(rewrite(k) for k in n.kids))
+        memo[n.digest] = out
+        return out
+
+    new_value = rewrite(value)
+    if new_value.variant:
+        return None
+    addr = Poly.sym(base)
+    for ck in coords:
+        addr = addr + Poly.sym(f"OUT[{'*'.join(ck)}]/1") * Poly({ck: 1})
+    for inv, t in offs.items():
+        g = Poly(t)
+        if not g.is_variant():
+            addr = addr + g * Poly({inv: 1})
+    return addr, new_value
+
+
+def _ratio(g: Poly, c: Poly) -> tuple[int, int] | None:
+    """(num, den) with g = num/den * c exactly, or None."""
+    if set(g.terms) != set(c.terms) or not c.terms:
+        return None
+    m0 = next(iter(c.terms))
+    num, den = g.terms[m0], c.terms[m0]
+    for m, v in c.terms.items():
+        if g.terms[m] * den != v * num:
+            return None
+    from math import gcd
+
+    k = gcd(num, den)
+    return num // k, den // k
+
+
+Describe = Callable[[Node], str]

@@ -1,0 +1,334 @@
+"""GPU soundness gate of the static checker (paper §7.2, Table 3), for the lead to run on the H200.
+
+    PYTHONPATH=<repo> python3 runners/device/checker_soundness.py --out DIR [--budget-s 300]
+
+For every configuration in matrices/checker/soundness.yaml: launch it through the JIT (worker
+processes share the GPU and compile in parallel), take the PTX of the kernels that actually ran,
+compute the checker's signature, and hash the output bytes on several input draws (ordinary and
+wide exponents, two seeds). Per (kernel, dtype): true classes by bytes, checker classes by
+signature, pairs the checker certified equal whose bytes differ (must be 0), over-split factor.
+Writes DIR/checker_soundness.json, DIR/checker_soundness_cases.jsonl, DIR/checker_soundness.csv and
+prints the table last. A case that fails is reported and the rest go on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+_STATE: dict[str, Any] = {}
+
+
+def _init_worker() -> None:
+    import torch
+    from triton.compiler.compiler import CompiledKernel
+
+    launched: list[Any] = []
+    orig = CompiledKernel.launch_metadata
+
+    def launch_metadata(self: Any, grid: Any, stream: Any, *args: Any) -> Any:
+        launched.append(self)
+        return orig(self, grid, stream, *args)
+
+    CompiledKernel.launch_metadata = launch_metadata  # type: ignore[method-assign]
+    _STATE["launched"] = launched
+    _STATE["inputs"] = {}
+    _STATE["sigs"] = {}
+    _STATE["poisoned"] = None
+    torch.cuda.init()
+
+
+def _inputs(mod: Any, name: str, shape: dict[str, int], dtype: str, kind: str, seed: int) -> dict[str, Any]:
+    from fixbits.corpus.common import to_device
+
+    key = (name, dtype, kind, seed)
+    cache = _STATE["inputs"]
+    if key not in cache:
+        if len(cache) > 24:
+            cache.clear()
+        host = mod.make_inputs(shape, dtype, kind, seed)
+        cache[key] = {k: to_device(v, "cuda") for k, v in host.items()}
+    return cache[key]
+
+
+def _run_case(task: dict[str, Any]) -> dict[str, Any]:
+    import importlib
+
+    import torch
+
+    from fixbits.checker.api import signature
+    from fixbits.corpus.common import Config
+
+    out: dict[str, Any] = {
+        "id": task["id"],
+        "kernel": task["kernel"],
+        "dtype": task["dtype"],
+        "label": task["label"],
+    }
+    if _STATE["poisoned"]:
+        out["error"] = f"worker unusable after: {_STATE['poisoned']}"
+        return out
+    t0 = time.time()
+    try:
+        mod = importlib.import_module(task["module"])
+        cfg = Config(tuple(tuple(b) for b in task["blocks"]), task["num_warps"], task["num_stages"])
+        shape = dict(task["shape"])
+        hashes = []
+        kernels_ptx: list[str] = []
+        nonzero = False
+        for i, (kind, seed) in enumerate(task["draws"]):
+            inputs = _inputs(mod, task["kernel"], shape, task["dtype"], kind, seed)
+            launched = _STATE["launched"]
+            launched.clear()
+            outs = mod.launch(inputs, shape, cfg, task["pinned"], **dict(task["launch_kwargs"]))
+            torch.cuda.synchronize()
+            if i == 0:
+                kernels_ptx = [k.asm["ptx"] for k in launched]
+                out["compile_s"] = round(time.time() - t0, 3)
+            h = hashlib.sha256()
+            for name in sorted(outs):
+                t = outs[name].detach().contiguous()
+                b = (
+                    t.view(torch.uint8)
+                    if t.element_size() == 1
+                    else t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+                )
+                nonzero = nonzero or bool((b != 0).any().item())
+                h.update(name.encode())
+                h.update(b.cpu().numpy().tobytes())
+            hashes.append(h.hexdigest()[:24])
+        t1 = time.time()
+        parts = []
+        fallbacks = []
+        physical = False
+        for ptx in kernels_ptx:
+            key = hashlib.sha256(ptx.encode()).hexdigest()
+            sig = _STATE["sigs"].get(key)
+            if sig is None:
+                s = signature(ptx, "ptx")
+                sig = (s.digest if s.deterministic else "nondet:" + key, s.fallback, s.physical)
+                _STATE["sigs"][key] = sig
+            parts.append(sig[0])
+            if sig[1]:
+                fallbacks.append(sig[1])
+            physical = physical or sig[2]
+        out["check_s"] = round(time.time() - t1, 4)
+        out["sig"] = hashlib.sha256("|".join(parts).encode()).hexdigest()[:24] if parts else None
+        out["ptx_sha"] = [hashlib.sha256(p.encode()).hexdigest()[:16] for p in kernels_ptx]
+        out["fallbacks"] = fallbacks
+        out["physical"] = physical
+        out["bytes"] = "/".join(hashes)
+        out["nonzero"] = nonzero
+        out["n_kernels"] = len(kernels_ptx)
+    except Exception as e:  # noqa: BLE001 - a crashed case is reported, the rest go on
+        msg = f"{type(e).__name__}: {str(e)[:300]}"
+        out["error"] = msg
+        out["trace"] = traceback.format_exc()[-1500:]
+        if "CUDA" in msg and ("illegal" in msg or "unspecified launch" in msg):
+            _STATE["poisoned"] = msg
+    out["wall_s"] = round(time.time() - t0, 3)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--budget-s", type=float, default=300.0)
+    ap.add_argument(
+        "--workers", type=int, default=0, help="worker processes (default: cores - 1, at most 15)"
+    )
+    ap.add_argument("--only", default="", help="comma-separated kernel names")
+    ap.add_argument("--max-cases", type=int, default=0)
+    ap.add_argument("--dry-run", action="store_true", help="list the planned configs per kernel and exit")
+    args = ap.parse_args(argv)
+    t_start = time.time()
+    os.makedirs(args.out, exist_ok=True)
+
+    from fixbits.checker.soundness import GroupStats, cases, gate_meta, interleave, load_families, partition
+
+    meta = gate_meta()
+    fams = {f.name: f for f in load_families()}
+    only = [x for x in args.only.split(",") if x]
+    groups = []
+    for f in fams.values():
+        if only and f.name not in only:
+            continue
+        cs = cases(f)
+        by_dtype: dict[str, list[Any]] = {}
+        for c in cs:
+            by_dtype.setdefault(c.dtype, []).append(c)
+        groups.extend(by_dtype.values())
+    order = interleave(groups)
+    if args.max_cases:
+        order = order[: args.max_cases]
+    draws = [(k, s) for s in meta["seeds"] for k in meta["kinds"]]
+    tasks = []
+    for i, c in enumerate(order):
+        f = fams[c.kernel]
+        tasks.append(
+            {
+                "id": i,
+                "kernel": c.kernel,
+                "module": f.module,
+                "dtype": c.dtype,
+                "pinned": c.pinned,
+                "blocks": c.blocks,
+                "num_warps": c.num_warps,
+                "num_stages": c.num_stages,
+                "label": c.label(),
+                "shape": f.shape,
+                "launch_kwargs": f.launch_kwargs,
+                "draws": draws,
+            }
+        )
+    if args.dry_run:
+        counts: dict[str, int] = {}
+        for t in tasks:
+            counts[t["kernel"]] = counts.get(t["kernel"], 0) + 1
+        for k, n in counts.items():
+            print(f"{k:24s} {n}")
+        print(f"total {len(tasks)} configs x {len(draws)} draws")
+        return 0
+    workers = args.workers or max(1, min(15, (os.cpu_count() or 2) - 1))
+    print(
+        f"checker_soundness: {len(tasks)} configs, {workers} workers, budget {args.budget_s:.0f}s", flush=True
+    )
+    results: list[dict[str, Any]] = []
+    ctx = mp.get_context("spawn")
+    deadline = t_start + args.budget_s - 15
+    cut = False
+    with open(os.path.join(args.out, "checker_soundness_cases.jsonl"), "w") as fh:
+        pool = ctx.Pool(workers, initializer=_init_worker)
+        try:
+            it = pool.imap_unordered(_run_case, tasks, chunksize=1)
+            while True:
+                remaining = deadline - time.time()
+                if remaining <= 0:
+                    cut = True
+                    break
+                try:
+                    r = it.next(timeout=remaining)
+                except StopIteration:
+                    break
+                except mp.TimeoutError:
+                    cut = True
+                    break
+                results.append(r)
+                slim = {k: v for k, v in r.items() if k != "trace"}
+                fh.write(json.dumps(slim) + "\n")
+                if len(results) % 250 == 0:
+                    print(f"  {len(results)}/{len(tasks)} done, {time.time() - t_start:.0f}s", flush=True)
+        finally:
+            pool.terminate()
+            pool.join()
+
+    ok = [r for r in results if "error" not in r and r.get("sig")]
+    errors = [r for r in results if "error" in r]
+    table = []
+    by_group: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in ok:
+        by_group.setdefault((r["kernel"], r["dtype"]), []).append(r)
+    total_false = 0
+    for (kernel, dtype), rs in sorted(by_group.items()):
+        checker, true, pairs, impure = partition((r["sig"], r["bytes"]) for r in rs)
+        st = GroupStats(kernel, dtype, len(rs), checker, true, pairs, impure)
+        total_false += pairs or 0
+        bad = []
+        if pairs:
+            by_sig: dict[str, set[str]] = {}
+            for r in rs:
+                by_sig.setdefault(r["sig"], set()).add(r["bytes"])
+            bad = [[r["label"] for r in rs if r["sig"] == s] for s, bs in by_sig.items() if len(bs) > 1][:3]
+        table.append(
+            {
+                "kernel": kernel,
+                "dtype": dtype,
+                "family": fams[kernel].family,
+                "configs": st.configs,
+                "checker_classes": checker,
+                "true_classes": true,
+                "over_split": round(st.over_split or 0, 3),
+                "false_equal_pairs": pairs,
+                "impure_classes": impure,
+                "fallbacks": sum(1 for r in rs if r["fallbacks"]),
+                "physical": sum(1 for r in rs if r["physical"]),
+                "all_zero_outputs": sum(1 for r in rs if not r["nonzero"]),
+                "impure_examples": bad,
+                "check_files_per_s": round(
+                    sum(r["n_kernels"] for r in rs) / max(1e-9, sum(r["check_s"] for r in rs)), 1
+                ),
+            }
+        )
+    summary = {
+        "configs_planned": len(tasks),
+        "configs_run": len(results),
+        "configs_ok": len(ok),
+        "errors": len(errors),
+        "cut_by_budget": cut,
+        "false_equal_pairs_total": total_false,
+        "wall_s": round(time.time() - t_start, 1),
+        "draws": draws,
+        "workers": workers,
+        "table": table,
+        "error_examples": [{k: r.get(k) for k in ("kernel", "dtype", "label", "error")} for r in errors[:20]],
+    }
+    try:
+        import torch
+        import triton
+
+        summary["env"] = {
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        }
+    except Exception as e:  # noqa: BLE001
+        summary["env"] = {"error": str(e)}
+    with open(os.path.join(args.out, "checker_soundness.json"), "w") as fh:
+        json.dump(summary, fh, indent=1)
+    with open(os.path.join(args.out, "checker_soundness.csv"), "w") as fh:
+        cols = [
+            "kernel",
+            "dtype",
+            "family",
+            "configs",
+            "checker_classes",
+            "true_classes",
+            "over_split",
+            "false_equal_pairs",
+            "fallbacks",
+            "physical",
+            "all_zero_outputs",
+            "check_files_per_s",
+        ]
+        fh.write(",".join(cols) + "\n")
+        for row in table:
+            fh.write(",".join(str(row[c]) for c in cols) + "\n")
+    print(
+        f"{'kernel':22s} {'dtype':5s} {'cfgs':>5s} {'chk':>4s} {'true':>4s} {'split':>6s} {'FALSE=':>6s} {'fb':>3s}"
+    )
+    for row in table:
+        print(
+            f"{row['kernel']:22s} {row['dtype']:5s} {row['configs']:5d} {row['checker_classes']:4d} "
+            f"{str(row['true_classes']):>4s} {row['over_split']:6.2f} {str(row['false_equal_pairs']):>6s} "
+            f"{row['fallbacks']:3d}"
+        )
+    print(
+        f"configs run {len(results)}/{len(tasks)} ok {len(ok)} errors {len(errors)} cut={cut} "
+        f"FALSE-EQUAL PAIRS TOTAL {total_false} wall {summary['wall_s']}s"
+    )
+    return 1 if total_false else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
