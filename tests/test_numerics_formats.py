@@ -160,4 +160,5 @@ def test_ulp_distance_and_canonical_nan() -> None:
     assert list(formats.ulp_distance(x, y)) == [1, 1, 1, 0]
     n = formats.to_dtype(np.array([np.nan, -np.nan]), "fp32")
     assert list(formats.bits(n)) == [0x7FFFFFFF, 0x7FFFFFFF]
-    assert np.isnan(formats.to_dtype(np.array([1000.0]), "fp8_e4m3").astype(np.float32)).all()
+    assert np.isnan(formats.to_dtype(np.array([1000.0, 470.0]), "fp8_e4m3").astype(np.float32)).all()
+    assert float(formats.to_dtype(np.array([463.0]), "fp8_e4m3").astype(np.float32)[0]) == 448.0

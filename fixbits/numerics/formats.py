@@ -165,8 +165,8 @@ def round_to(x: Any, name: str, mode: str = "rn") -> np.ndarray:
         limit = f.overflow
         if mode == "rz":
             over = np.abs(x) >= limit
-        else:
-            over = np.abs(out) >= limit
+        else:  # beyond the largest finite value (e4m3fn's 480 pattern is NaN, not a number)
+            over = np.abs(out) > f.max_finite
         out = np.where(over, np.copysign(np.inf, x), out)
     out = np.where(np.isfinite(x), out, x)  # inf stays inf, NaN stays NaN
     return out
