@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """GPU probe of the cuBLASLt binding, launch profiling and the split-K tail loss.
 
-    PYTHONPATH=<repo> python3 runners/device/cublas_probe.py --out DIR [--budget-s 420]
+    PYTHONPATH=<repo> python3 runners/device/cublas_probe.py --out DIR [--budget-s 360]
 
 Parts (each isolated: a failure is recorded and the next part runs):
   env      library discovery, versions, nvmath vs fixbits enum values
@@ -81,12 +81,12 @@ FINDINGS_LOSS_SHAPES = [
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, help="directory for the results")
-    p.add_argument("--budget-s", type=float, default=420.0, help="total wall-clock budget (default 420 s)")
+    p.add_argument("--budget-s", type=float, default=360.0, help="total wall-clock budget (default 360 s)")
     p.add_argument(
-        "--sweep-share", type=float, default=0.6, help="share of the budget for the sweep (default 0.6)"
+        "--sweep-share", type=float, default=0.65, help="share of the budget for the sweep (default 0.65)"
     )
     p.add_argument(
-        "--profile-s", type=float, default=75.0, help="time cap of the profile part (default 75 s)"
+        "--profile-s", type=float, default=45.0, help="time cap of the profile part (default 45 s)"
     )
     p.add_argument("--quick", action="store_true", help="the quick sweep from sweep.yaml (fewer shapes)")
     p.add_argument(
