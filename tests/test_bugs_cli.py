@@ -212,3 +212,15 @@ def test_probe_replay_part_writes_golden_records(tmp_path: Path, monkeypatch: py
     )
     records = load_file(tmp_path / "golden_cublas_bugs_splitk.yaml")
     assert all(replay(r).ok for r in records[:2])
+
+
+def test_cli_without_a_gpu_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    from fixbits import predicates
+    from fixbits.cli import main
+
+    if predicates.gpu_vendor() == "nvidia":
+        pytest.skip(
+            "an NVIDIA GPU is present: the reproducer runs instead (tests/test_cublas_gpu_binding.py)"
+        )
+    assert main(["bug", "splitk-tail", "--shape", "1x8x11528"]) == 2
+    assert "needs an NVIDIA GPU with cuBLASLt" in capsys.readouterr().err

@@ -112,11 +112,24 @@ def format_reproduction(rep: object) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.bug != "splitk-tail":
         raise SystemExit(f"unknown bug {args.bug!r}")
+    import sys
+
+    from fixbits import predicates
     from fixbits.bugs.splitk_tail import reproduce
     from fixbits.cublas.lt import CublasLt
 
+    if predicates.gpu_vendor() != "nvidia":
+        print(
+            f"fixbits bug splitk-tail: {predicates.cpu_reason('needs an NVIDIA GPU with cuBLASLt')}",
+            file=sys.stderr,
+        )
+        return 2
     m, n, k = args.shape
-    lt = CublasLt(args.library)
+    try:
+        lt = CublasLt(args.library)
+    except (OSError, ImportError) as exc:
+        print(f"fixbits bug splitk-tail: cannot load cuBLASLt: {exc}", file=sys.stderr)
+        return 2
     try:
         rep = reproduce(m, n, k, args.dtype, lt=lt, workspace_bytes=args.workspace, k_step=args.k_step)
     finally:
