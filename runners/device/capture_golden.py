@@ -497,6 +497,17 @@ def main(argv: list[str] | None = None) -> int:
                     "emulator": f"0x{int(formats.bits(want)[i, j]):x}",
                     "max_ulps": int(formats.ulp_distance(got, want).max()),
                 }
+                # classes of disagreement, to point at the part of the model that is off
+                g32, w32 = got.astype(np.float32), want.astype(np.float32)
+                diff = ~same
+                tiny = np.float32(np.finfo(np.float32).tiny)
+                row["diff_classes"] = {
+                    "zero_sign": int((diff & (g32 == 0) & (w32 == 0)).sum()),
+                    "subnormal_or_zero": int((diff & ((np.abs(g32) < tiny) | (np.abs(w32) < tiny))).sum()),
+                    "one_ulp": int((diff & (formats.ulp_distance(got, want) == 1)).sum()),
+                    "nan_or_inf": int((diff & ~(np.isfinite(g32) & np.isfinite(w32))).sum()),
+                    "gpu_larger_magnitude": int((diff & (np.abs(g32) > np.abs(w32))).sum()),
+                }
             # a plumbing check that does not depend on the arithmetic model: the error against the
             # exact float64 product relative to sum |a||b| (+|acc|) must be small
             a64, b64 = a.astype(np.float64), b.astype(np.float64)
