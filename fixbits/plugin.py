@@ -215,7 +215,14 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, text in _MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     config.stash[_CRASH_KEY] = []
-    _resolve_matrix(config, config.getoption("--matrix"), config.getoption("--mode"))  # fail early
+    path = _resolve_matrix(config, config.getoption("--matrix"), config.getoption("--mode"))
+    if path is not None:  # a malformed matrix stops the run before anything is collected
+        from fixbits.matrices import MatrixError, load_run_matrix
+
+        try:
+            load_run_matrix(path)
+        except MatrixError as exc:
+            raise pytest.UsageError(f"--matrix: {exc}") from None
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

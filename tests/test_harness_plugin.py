@@ -311,3 +311,24 @@ def test_root_conftest_loads_the_plugin_when_fixbits_is_not_installed(tmp_path: 
     installed = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     assert "already registered" not in installed.stdout + installed.stderr
+
+
+def test_matrix_fixture_is_the_run_matrix_restricted_to_the_options(
+    tree: pytest.Pytester, hopper: None
+) -> None:
+    tree.mkdir("matrices")
+    (tree.path / "matrices" / "pr.yaml").write_text(
+        "archs: [sm_90, sm_100]\ndtypes: [fp16, bf16]\ncublas: [installed, '13.1.0']\n"
+    )
+    (tree.path / "matrices" / "bad.yaml").write_text("archs: [sm_90]\ndtypes: [fp16, fp7]\n")
+    tree.makepyfile(
+        test_m="""
+        def test_m(matrix):
+            assert matrix.archs == ("sm_90",) and matrix.dtypes == ("bf16",)
+            assert [c.cublas for c in matrix.cells()] == ["installed", "13.1.0"]
+        """
+    )
+    tree.runpytest("--dtype=bf16").assert_outcomes(passed=1)
+    result = tree.runpytest("--matrix=bad.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "key 'dtypes[1]': 'fp7' is not one of fp16, bf16, fp8_e4m3" in result.stderr.str()
