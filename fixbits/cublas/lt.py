@@ -347,7 +347,6 @@ class CublasLt:
         self._descs: dict[tuple[str, str], int] = {}
         self._prefs: dict[int, int] = {}
         self._layouts: dict[tuple[str, str], tuple[int, int, int, int]] = {}
-        self._keep: list[Any] = []
 
     @staticmethod
     def _default_path() -> str:
@@ -474,7 +473,6 @@ class CublasLt:
         out_dtype: str = "fp32",
         *,
         workspace_bytes: int = DEFAULT_WORKSPACE_BYTES,
-        count: int = 1,
     ) -> HeuristicAnswer:
         """The library's first answer for row-major (m,k)·(k,n); host-only, no kernel runs."""
         return self.heuristics(m, n, k, in_dtype, out_dtype, workspace_bytes=workspace_bytes, count=1)[0]
