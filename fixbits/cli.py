@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "check": ("fixbits.checker.cli", "static bitwise equivalence of two PTX/AMDGCN files"),
     "bug": ("fixbits.bugs.cli", "reproduce a known cuBLAS defect (splitk-tail)"),
     "shapes": ("fixbits.shapes", "list the realistic shape set or a seeded fuzz set"),
+    "gate": ("fixbits.gate", "compare the environment with the recorded one, run the affected suites, report drift"),
 }
 
 
