@@ -42,7 +42,7 @@ class PinnedCall:
     """One reduction call site found in a kernel's source and what the rewrite did with it."""
 
     function: str
-    line: int
+    line: int  # in the kernel's source file
     call: str
     action: str  # "pinned" or "left"
     reason: str
@@ -149,15 +149,17 @@ _LEFT_ALONE = {
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, name: str, scope: dict[str, Any]) -> None:
+    def __init__(self, name: str, scope: dict[str, Any], first_line: int = 1) -> None:
         self.name = name
+        self.first_line = first_line
         self.scope = scope
         self.calls: list[PinnedCall] = []
         self.inject: dict[str, Any] = {}
         self.sub_reports: list[PinReport] = []
 
     def _note(self, node: ast.Call, action: str, reason: str) -> None:
-        self.calls.append(PinnedCall(self.name, node.lineno, ast.unparse(node.func), action, reason))
+        line = node.lineno + self.first_line - 1
+        self.calls.append(PinnedCall(self.name, line, ast.unparse(node.func), action, reason))
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
@@ -243,12 +245,17 @@ def _pin_with_report(obj: Any) -> tuple[Any, PinReport]:
         if not isinstance(fdef, ast.FunctionDef):
             raise ValueError(f"{pyfn.__qualname__}: source is not a single def")
         fdef.decorator_list = []
-        rw = _Rewriter(pyfn.__qualname__, scope)
+        try:
+            first = inspect.getsourcelines(pyfn)[1]
+            first += next(i for i, ln in enumerate(inspect.getsourcelines(pyfn)[0]) if ln.lstrip().startswith("def "))
+        except (OSError, TypeError, StopIteration):
+            first = 1
+        rw = _Rewriter(pyfn.__qualname__, scope, first)
         tree = rw.visit(tree)
         ast.fix_missing_locations(tree)
         sub_calls = tuple(c for r in rw.sub_reports for c in r.calls)
         report = PinReport(pyfn.__qualname__, tuple(rw.calls) + sub_calls)
-        if not rw.calls and not rw.inject:
+        if not any(c.action == "pinned" for c in rw.calls) and not rw.inject:
             _PINNED[id(obj)] = (obj, obj, report)
             return obj, report
         new_src = ast.unparse(tree) + "\n"

@@ -1,0 +1,135 @@
+"""The pinned tree run by Triton's interpreter (TRITON_INTERPRET) on CPU, against the numpy model.
+
+The interpreter executes the kernel's Python with numpy: it checks what the tree computes (which
+elements, which pairs, padding, axes, ranks, dtype widening) and that the rewrite hands the
+corpus kernels to it, but it does NOT reproduce the GPU's reduction order or layouts (its own
+tl.sum is numpy's). The GPU suites check that the hardware agrees.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fixbits.enforce import model
+
+_tree_sum = None
+# The interpreter must be on before triton.language is imported (its own helpers are decorated
+# then), so these tests run in a subprocess started by test_enforce_interpreter_run.py.
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
+                                reason="interpreter cases: run by tests/test_enforce_interpreter_run.py "
+                                       "in a subprocess with TRITON_INTERPRET=1")
+
+
+@pytest.fixture(scope="module")
+def interp():
+    return importlib.import_module("fixbits.enforce.tree")
+
+
+def _kernels(tree):
+    import triton
+    import triton.language as tl
+
+    global _tree_sum  # the interpreter re-executes kernel source against module globals (no closures)
+    _tree_sum = tree.tree_sum
+
+    @triton.jit
+    def sum_2d(X, Y, R: tl.constexpr, C: tl.constexpr, AX: tl.constexpr):
+        r = tl.arange(0, R)[:, None]
+        c = tl.arange(0, C)[None, :]
+        x = tl.load(X + r * C + c)
+        s = _tree_sum(x, AX)
+        if AX == 0:
+            tl.store(Y + tl.arange(0, C), s)
+        else:
+            tl.store(Y + tl.arange(0, R), s)
+
+    @triton.jit
+    def sum_3d_all(X, Y, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr):
+        a = tl.arange(0, A)[:, None, None]
+        b = tl.arange(0, B)[None, :, None]
+        c = tl.arange(0, C)[None, None, :]
+        x = tl.load(X + a * B * C + b * C + c)
+        tl.store(Y, _tree_sum(x))
+
+    return sum_2d, sum_3d_all
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(np.uint32)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lr=st.integers(0, 5), lc=st.integers(0, 5), axis=st.sampled_from([0, 1]), wide=st.booleans(),
+       seed=st.integers(0, 2**31 - 1))
+def test_tree_sum_2d_matches_model(interp, lr: int, lc: int, axis: int, wide: bool, seed: int) -> None:
+    import torch
+
+    sum_2d, _ = _kernels(interp)
+    R, C = 1 << lr, 1 << lc
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((R, C))
+    if wide:
+        x *= np.exp2(rng.integers(-60, 60, size=(R, C)))
+    x = x.astype(np.float32)
+    y = torch.empty(C if axis == 0 else R)
+    sum_2d[(1,)](torch.from_numpy(x), y, R=R, C=C, AX=axis)
+    want = model.tree_sum(x, axis=axis)
+    got = y.numpy()
+    assert np.array_equal(_bits(got), _bits(want)), (
+        f"seed={seed} shape=({R},{C}) axis={axis} wide={wide}: got {got[:4]} want {want[:4]}")
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_tree_sum_rank3_all_axes_is_row_major_tree(interp, seed: int) -> None:
+    import torch
+
+    _, sum_3d_all = _kernels(interp)
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((4, 8, 16)) * np.exp2(rng.integers(-40, 40, size=(4, 8, 16)))).astype(np.float32)
+    y = torch.empty(1)
+    sum_3d_all[(1,)](torch.from_numpy(x), y, A=4, B=8, C=16)
+    want = model.tree_sum(x, axis=None)
+    assert _bits(y.numpy())[0] == _bits(np.asarray([want]))[0], f"seed={seed}: {y.item()} vs {want}"
+    # the model's axis=None is the tree over the row-major ravel, not over any other order
+    assert _bits(np.asarray([want]))[0] == _bits(np.asarray([model.tree_sum(x.reshape(-1))]))[0]
+
+
+_CORPUS = ["row_sum", "col_sum", "mid_axis_sum", "softmax", "log_softmax", "layernorm_fwd", "layernorm_bwd",
+           "rmsnorm", "inductor_per_sum", "inductor_per_softmax"]
+# gemm_colsum and inductor_red_mean loop over a runtime bound (range(0, K, BLOCK_K)); Triton
+# 3.6's interpreter fails there with numpy >= 2.3 (int() of a 1-element array), so they are
+# covered by the AOT compile tests and the GPU suite only.
+
+
+@pytest.mark.parametrize("name", _CORPUS)
+def test_corpus_pinned_equals_model_in_interpreter(interp, name: str) -> None:
+    from fixbits.corpus.check import check_pair
+    from fixbits.corpus.registry import entry
+
+    e = entry(name)
+    cfgs = (e.configs()[0], e.configs()[-1])
+    for dtype in e.dtypes[:2]:
+        r = check_pair(e, dtype, "wide", 5, "cpu", cpu_shape=True, configs=cfgs, with_free=False)
+        assert not r.errors, f"{name}/{dtype} seed=5: {r.errors}"
+        assert r.pinned_invariant, f"{name}/{dtype} seed=5: pinned classes {r.classes('pinned')}"
+        assert r.model_equal, f"{name}/{dtype} seed=5: {[m for m in r.model if not m.equal]}"
+
+
+def test_chunked_two_stage_free_varies_pinned_does_not(interp) -> None:
+    """layernorm_bwd's dW over ROWS-row chunks: free order changes with ROWS even in the
+    interpreter (numpy sums each chunk); the pinned tree gives one result for every ROWS."""
+    from fixbits.corpus.check import check_pair
+    from fixbits.corpus.common import Config
+    from fixbits.corpus.registry import entry
+
+    e = entry("layernorm_bwd")
+    cfgs = tuple(Config((("ROWS", r), ("BLOCK_N", 32)), 4, 1) for r in (4, 8, 16))
+    r = check_pair(e, "fp32", "wide", 7, "cpu", cpu_shape=True, configs=cfgs)
+    assert r.pinned_invariant and r.model_equal, f"seed=7: pinned {r.classes('pinned')} model {r.model}"
+    assert r.classes("free")["dw"] > 1, f"seed=7: free dW gave {r.classes('free')['dw']} class: no contrast"
