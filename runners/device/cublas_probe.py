@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import random
 import sys
@@ -122,7 +123,9 @@ class Report:
 
     def flush(self) -> None:
         with open(os.path.join(self.out, "cublas_probe.yaml"), "w") as fh:
-            yaml.safe_dump(self.data, fh, sort_keys=False, width=140)
+            # str subclasses (torch's TorchVersion) and numpy scalars are not safe-dumpable as is
+            plain = json.loads(json.dumps(self.data, default=str))
+            yaml.safe_dump(plain, fh, sort_keys=False, width=140)
 
 
 def _err(exc: BaseException) -> str:
