@@ -299,15 +299,13 @@ def select(
     """
     if slice_ == "auto":
         kinds = comparison.kinds
-    elif slice_ == "unchanged":
+    elif slice_ in ("all", "unchanged"):  # every suite (gate.unchanged), e.g. the nightly fuzz run
         kinds = ()
     else:
         kinds = tuple(k.strip() for k in slice_.split(","))
         bad = [k for k in kinds if k not in KINDS]
         if bad:
-            raise GateError(
-                f"--slice {slice_!r}: {', '.join(bad)} not one of auto, unchanged, {', '.join(KINDS)}"
-            )
+            raise GateError(f"--slice {slice_!r}: {', '.join(bad)} not one of auto, all, {', '.join(KINDS)}")
     if kinds:
         globs_ = [g for k in kinds for g in pins.slices[k]]
         reason = "changed: " + ", ".join(kinds) if slice_ == "auto" else f"--slice {slice_}"
@@ -563,7 +561,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--slice",
         dest="slice_",
         default="auto",
-        help="auto (from the changes), unchanged, or a comma list of kinds: " + ", ".join(KINDS),
+        help="auto (from the changes), all (every suite), or a comma list of kinds: " + ", ".join(KINDS),
     )
     parser.add_argument(
         "-n", "--workers", default="auto", help="pytest-xdist workers (0 = none; default auto)"
