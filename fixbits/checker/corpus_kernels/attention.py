@@ -22,8 +22,8 @@ def attn_fwd_kernel(
     Q,
     Kt,
     V,
-    O,
-    L,
+    Out,
+    Lse,
     n_ctx,
     sq,
     sk,
@@ -56,9 +56,9 @@ def attn_fwd_kernel(
         m_run = m_new
     o = o_run / l_run[:, None]
     tl.store(
-        O + (base + rows)[:, None] * so + d[None, :], o.to(O.dtype.element_ty), mask=rows[:, None] < n_ctx
+        Out + (base + rows)[:, None] * so + d[None, :], o.to(Out.dtype.element_ty), mask=rows[:, None] < n_ctx
     )
-    tl.store(L + base + rows, m_run + tl.math.log2(l_run), mask=rows < n_ctx)
+    tl.store(Lse + base + rows, m_run + tl.math.log2(l_run), mask=rows < n_ctx)
 
 
 KERNELS = (attn_fwd_kernel,)

@@ -756,3 +756,11 @@ def mk_pack(pieces: list[Node], width: int) -> Node:
             v |= (p.poly.const_value() & ((1 << width) - 1)) << (k * width)
         return int_node(Poly.const(v))
     return Node("pack", (width,), tuple(pieces))
+
+
+def _float_only(self: PTXWalk, ins: Inst, parts: list[str]) -> bool | None:
+    return self.float_op(ins, parts)
+
+
+for _name in ("fma", "ex2", "lg2", "rcp", "sqrt", "rsqrt", "sin", "cos", "tanh", "copysign"):
+    setattr(PTXWalk, "op_" + _name, _float_only)

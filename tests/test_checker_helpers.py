@@ -1,0 +1,169 @@
+"""Helpers for the checker tests (no tests here): hand-written PTX / AMDGCN kernels for the checker's unit tests (templates with a BODY hole)."""
+
+from __future__ import annotations
+
+PTX = """\
+.version 8.7
+.target sm_90a
+.address_size 64
+.visible .entry k(
+\t.param .u64 .ptr .global .align 1 k_param_0,
+\t.param .u64 .ptr .global .align 1 k_param_1
+)
+.reqntid 64
+{
+\t.reg .pred %p<8>;
+\t.reg .b32 %r<80>;
+\t.reg .b64 %rd<20>;
+\tld.param.b64 %rd1, [k_param_0];
+\tld.param.b64 %rd2, [k_param_1];
+\tmov.u32 %r1, %tid.x;
+\tADDRESS
+\tld.global.v4.b32 {%r2, %r3, %r4, %r5}, [%rd4];
+BODY
+\tmov.u32 %r60, %ctaid.x;
+\tmul.wide.u32 %rd5, %r60, 4;
+\tadd.s64 %rd6, %rd2, %rd5;
+\tst.global.b32 [%rd6], %rOUT;
+\tret;
+}
+"""
+
+ADDR_MUL = "mul.wide.u32 %rd3, %r1, 16;\n\tadd.s64 %rd4, %rd1, %rd3;"
+ADDR_SHL = "shl.b32 %r70, %r1, 4;\n\tcvt.u64.u32 %rd3, %r70;\n\tadd.s64 %rd4, %rd3, %rd1;"
+ADDR_OFF = "mul.wide.u32 %rd3, %r1, 16;\n\tadd.s64 %rd7, %rd1, %rd3;\n\tadd.s64 %rd4, %rd7, 4;"
+
+SUM_LEFT = """\tadd.f32 %r6, %r2, %r3;
+\tadd.f32 %r7, %r6, %r4;
+\tadd.f32 %r8, %r7, %r5;"""
+SUM_LEFT_COMMUTED = """\tadd.f32 %r6, %r3, %r2;
+\tadd.f32 %r7, %r4, %r6;
+\tadd.f32 %r8, %r5, %r7;"""
+SUM_LEFT_RENAMED = """\tadd.f32 %r16, %r2, %r3;
+\tadd.f32 %r17, %r16, %r4;
+\tadd.f32 %r8, %r17, %r5;"""
+SUM_TREE = """\tadd.f32 %r6, %r2, %r3;
+\tadd.f32 %r7, %r4, %r5;
+\tadd.f32 %r8, %r6, %r7;"""
+SUM_FMA_RN = """\tfma.rn.f32 %r8, %r2, %r3, %r4;"""
+SUM_FMA_RZ = """\tfma.rz.f32 %r8, %r2, %r3, %r4;"""
+SUM_FMA_SWAPPED = """\tfma.rn.f32 %r8, %r3, %r2, %r4;"""
+SUM_FMA_ADDEND = """\tfma.rn.f32 %r8, %r2, %r4, %r3;"""
+
+
+def butterfly(offsets: list[int], first: int = 8) -> tuple[str, int]:
+    lines = []
+    cur = first
+    reg = 20
+    for off in offsets:
+        lines.append(f"\tshfl.sync.bfly.b32 %r{reg}, %r{cur}, {off}, 31, -1;")
+        lines.append(f"\tadd.f32 %r{reg + 1}, %r{cur}, %r{reg};")
+        cur = reg + 1
+        reg += 2
+    return "\n".join(lines), cur
+
+
+def ptx(body: str, out: int = 8, address: str = ADDR_MUL) -> str:
+    return PTX.replace("ADDRESS", address).replace("BODY", body).replace("%rOUT", f"%r{out}")
+
+
+def ptx_reduce(offsets: list[int]) -> str:
+    text, out = butterfly(offsets)
+    return ptx(SUM_LEFT + "\n" + text, out)
+
+
+LOOP = """\tmov.b32 %r6, 0f00000000;
+\tmov.b32 %r7, 0;
+$L__BB0_1:
+\tmul.wide.u32 %rd8, %r7, 4;
+\tadd.s64 %rd9, %rd4, %rd8;
+\tld.global.b32 %r9, [%rd9];
+\tadd.f32 %r6, %r6, %r9;
+\tadd.s32 %r7, %r7, STEP;
+\tsetp.lt.s32 %p1, %r7, 1024;
+\t@%p1 bra $L__BB0_1;
+\tmov.b32 %r8, %r6;"""
+
+
+def ptx_loop(step: int, rename: bool = False) -> str:
+    body = LOOP.replace("STEP", str(step))
+    if rename:
+        body = (
+            body.replace("%r6", "%r36")
+            .replace("%r7,", "%r37,")
+            .replace("%r7;", "%r37;")
+            .replace("%r7, ", "%r37, ")
+        )
+    return ptx(body)
+
+
+GCN = """\
+\t.amdgcn_target "amdgcn-amd-amdhsa--gfx942"
+\t.text
+\t.globl\tk
+\t.p2align\t8
+\t.type\tk,@function
+k:
+\ts_load_dwordx2 s[2:3], s[0:1], 0x0
+\ts_load_dwordx2 s[4:5], s[0:1], 0x8
+\ts_waitcnt lgkmcnt(0)
+\tv_lshlrev_b32_e32 v1, 2, v0
+\ts_mov_b64 s[16:17], s[2:3]
+\ts_mov_b32 s19, 0x27000
+\ts_mov_b32 s18, 0x7ffffffe
+\tbuffer_load_dword v2, v1, s[16:19], 0 offen
+\tbuffer_load_dword v3, v1, s[16:19], 0 offen offset:256
+\ts_waitcnt vmcnt(0)
+BODY
+\ts_lshl_b32 s6, s14, 2
+\tv_mov_b32_e32 v4, s6
+\ts_mov_b64 s[20:21], s[4:5]
+\ts_mov_b32 s23, 0x27000
+\ts_mov_b32 s22, 0x7ffffffe
+\tbuffer_store_dword v2, v4, s[20:23], 0 offen
+\ts_endpgm
+.Lfunc_end0:
+\t.size\tk, .Lfunc_end0-k
+\t.section\t.rodata,"a",@progbits
+\t.amdhsa_kernel k
+\t\t.amdhsa_user_sgpr_count 14
+\t\t.amdhsa_system_sgpr_workgroup_id_x 1
+\t.end_amdhsa_kernel
+\t.amdgpu_metadata
+---
+amdhsa.kernels:
+  - .max_flat_workgroup_size: 64
+    .name:           k
+...
+\t.end_amdgpu_metadata
+"""
+
+
+def gcn_dpp(shifts: list[int], commute: bool = False) -> str:
+    lines = ["\tv_add_f32_e32 v2, v3, v2" if commute else "\tv_add_f32_e32 v2, v2, v3"]
+    for s in shifts:
+        lines.append("\ts_nop 1")
+        lines.append(f"\tv_add_f32_dpp v2, v2, v2 row_shr:{s} row_mask:0xf bank_mask:0xf bound_ctrl:1")
+    return GCN.replace("BODY", "\n".join(lines))
+
+
+# ---- shared fixtures (imported by the checker test modules) --------------------------------------
+import functools  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+FROZEN = Path(__file__).resolve().parents[1] / "matrices" / "checker" / "ptx"
+
+
+@functools.cache
+def frozen_signature(name: str):  # type: ignore[no-untyped-def]
+    from fixbits.checker.api import signature_of_file
+
+    return signature_of_file(FROZEN / name)
+
+
+@pytest.fixture
+def frozen():  # type: ignore[no-untyped-def]
+    """Signature of a frozen compiled kernel under matrices/checker/ptx/."""
+    return frozen_signature

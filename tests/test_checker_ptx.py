@@ -1,0 +1,94 @@
+"""The PTX walk on hand-written kernels: what it must merge, what it must keep apart."""
+
+from __future__ import annotations
+
+import pytest
+import test_checker_helpers as S
+from test_checker_helpers import frozen  # noqa: F401  (fixture)
+
+from fixbits.checker.api import certified_equal, compare, signature
+
+pytestmark = pytest.mark.unit
+
+
+def eq(a: str, b: str) -> bool:
+    return certified_equal(signature(a, "ptx"), signature(b, "ptx"))
+
+
+def test_walk_models_snippets_without_falling_back():
+    s = signature(S.ptx(S.SUM_LEFT), "ptx")
+    assert s.fallback is None, s.fallback
+    assert [o.param for o in s.outputs] == ["p:1"]
+
+
+def test_commuted_operands_and_renamed_registers_are_equal():
+    assert eq(S.ptx(S.SUM_LEFT), S.ptx(S.SUM_LEFT_COMMUTED))
+    assert eq(S.ptx(S.SUM_LEFT), S.ptx(S.SUM_LEFT_RENAMED))
+    assert eq(S.ptx(S.SUM_FMA_RN), S.ptx(S.SUM_FMA_SWAPPED))  # the product commutes
+
+
+def test_reassociation_is_not_equal():
+    assert not eq(S.ptx(S.SUM_LEFT), S.ptx(S.SUM_TREE))
+
+
+def test_fma_rounding_mode_and_addend_matter():
+    assert not eq(S.ptx(S.SUM_FMA_RN), S.ptx(S.SUM_FMA_RZ))
+    assert not eq(S.ptx(S.SUM_FMA_RN), S.ptx(S.SUM_FMA_ADDEND))
+
+
+def test_same_address_by_other_arithmetic_is_one_leaf():
+    assert eq(S.ptx(S.SUM_LEFT, address=S.ADDR_MUL), S.ptx(S.SUM_LEFT, address=S.ADDR_SHL))
+    assert not eq(S.ptx(S.SUM_LEFT, address=S.ADDR_MUL), S.ptx(S.SUM_LEFT, address=S.ADDR_OFF))
+
+
+def test_shuffle_order_splits_and_is_explained():
+    down = S.ptx_reduce([16, 8, 4, 2, 1])
+    up = S.ptx_reduce([1, 2, 4, 8, 16])
+    assert eq(down, S.ptx_reduce([16, 8, 4, 2, 1]))
+    v = compare(signature(down, "ptx"), signature(up, "ptx"))
+    assert not v.equal
+    assert "16,8,4,2,1 (count down)" in v.reason and "1,2,4,8,16 (count up)" in v.reason, v.reason
+
+
+def test_loop_fold_keyed_on_its_increment_not_on_register_names():
+    assert eq(S.ptx_loop(64), S.ptx_loop(64, rename=True))
+    assert not eq(S.ptx_loop(64), S.ptx_loop(128))
+
+
+def test_float_atomics_are_never_certified_even_against_themselves():
+    body = S.SUM_LEFT + "\n\tred.global.add.f32 [%rd4], %r8;"
+    s = signature(S.ptx(body), "ptx")
+    assert not s.deterministic
+    assert not certified_equal(s, s)
+
+
+def test_unmodelled_instruction_is_opaque_text():
+    a = S.ptx(S.SUM_LEFT.replace("add.f32 %r8, %r7, %r5", "foo.bar.f32 %r8, %r7, %r5"))
+    b = S.ptx(S.SUM_LEFT.replace("add.f32 %r8, %r7, %r5", "foo.baz.f32 %r8, %r7, %r5"))
+    assert eq(a, a)
+    assert not eq(a, b)
+    assert not eq(a, S.ptx(S.SUM_LEFT))
+
+
+def test_unmodelled_control_flow_falls_back_to_text():
+    body = S.SUM_LEFT + "\n\tbrx.idx %r1, $Ltab;"
+    s = signature(S.ptx(body), "ptx")
+    assert s.fallback is not None and "brx" in s.fallback
+    assert not eq(S.ptx(body), S.ptx(S.SUM_LEFT))
+
+
+def test_frozen_gemm_k_loop_exemption_merges_block_k(frozen):
+    a, b = frozen("gemm_bk32.ptx"), frozen("gemm_bk64.ptx")
+    assert a.fallback is None and b.fallback is None
+    assert certified_equal(a, b)
+    assert not a.physical  # the tree is written in the output's own coordinates
+
+
+def test_frozen_row_sum_warps_split_with_a_reason(frozen):
+    a, b = frozen("row_sum_w2.ptx"), frozen("row_sum_w4.ptx")
+    v = compare(a, b)
+    assert not v.equal and v.reason.startswith("output 0"), v.reason
+
+
+def test_signature_is_deterministic(frozen):
+    assert frozen("softmax_w4.ptx").digest == frozen("softmax_w4.ptx").digest
