@@ -124,7 +124,7 @@ def _run_leaf(
     if desc.use_fast_accum:
         for g in leaf.groups:
             p, e = ops.products(g, width)
-            acc = blocks.fold_chain(p, e, acc, model)
+            acc = blocks.fold_chain(p, e, acc, model, scratch=True)
         return acc
     interval = desc.promotion_interval
     assert interval is not None
@@ -132,7 +132,7 @@ def _run_leaf(
     temp, pending = zero, 0
     for g in leaf.groups:
         p, e = ops.products(g, width)
-        temp = blocks.fold_chain(p, e, temp, model)
+        temp = blocks.fold_chain(p, e, temp, model, scratch=True)
         pending += 1
         if pending == interval:
             acc = formats.add_rn(acc, temp, "fp32")

@@ -88,36 +88,46 @@ def c_exponent(c: np.ndarray, model: BlockModel) -> np.ndarray:
     return np.where(c == 0, model.e_zero, np.maximum(e.astype(np.int32) - 1, -126)).astype(np.int32)
 
 
-def fold_products(p: np.ndarray, e: np.ndarray, c: np.ndarray, model: BlockModel) -> np.ndarray:
+def fold_products(
+    p: np.ndarray, e: np.ndarray, c: np.ndarray, model: BlockModel, *, scratch: bool = False
+) -> np.ndarray:
     """One block: exact products ``p`` (..., n<=L) with raw exponents ``e`` (e_a + e_b; a zero
     product may carry any exponent below e_zero) folded into accumulator ``c`` (...).
 
-    Returns float64 values exactly representable in ``model.out``.
+    Returns float64 values exactly representable in ``model.out``. With ``scratch`` the caller
+    gives up ``p`` and it is overwritten (saves two allocations per block in the emulator).
+
+    Non-finite inputs need no branch: a scaled, truncated inf stays inf and NaN stays NaN, so
+    the term sum is the IEEE sum of the terms' classes (inf*0 is NaN in ``p`` already, inf - inf
+    gives NaN here), while finite terms stay below 2^(F+2) and never overflow.
     """
     ec = c_exponent(c, model)
-    emax = np.maximum(np.maximum(e.max(axis=-1), ec), model.e_zero)
+    emax = np.array(e.max(axis=-1), dtype=np.int32)
+    np.maximum(emax, ec, out=emax)
+    np.maximum(emax, model.e_zero, out=emax)
     shift = model.F - emax
     scale = np.ldexp(1.0, shift)
     with np.errstate(invalid="ignore", over="ignore"):
-        t = np.trunc(p * scale[..., None]).sum(axis=-1) + np.trunc(c * scale)
+        q = p if scratch else np.empty_like(p)
+        np.multiply(p, scale[..., None], out=q)
+        np.trunc(q, out=q)
+        # every term is an integer below 2^(F+2) and there are at most 33: any summation order,
+        # fused or not, is exact, so a matrix-vector product with ones is a fast exact sum
+        t = np.asarray(q @ np.ones(q.shape[-1]) if q.shape[-1] else np.zeros(q.shape[:-1]))
+        t = t + np.trunc(c * scale)
         d = np.ldexp(t, -shift)
-        d = formats.round_to(d, model.out, "rz")
-    d = np.where(t == 0, 0.0, d)  # exact cancellation (and an all-zero block) gives +0
-    special = ~np.isfinite(d) | ~np.isfinite(c)
-    if special.any():
-        with np.errstate(invalid="ignore", over="ignore"):
-            naive = p.sum(axis=-1) + c  # inf*0 was NaN in p already; inf - inf -> NaN here
-        fin = np.isfinite(p).all(axis=-1) & np.isfinite(c)
-        # finite inputs only overflow (inf from round_to); non-finite inputs follow IEEE
-        d = np.where(fin, d, naive)
+        d = np.asarray(formats.round_to(d, model.out, "rz"))
+    d[t == 0] = 0.0  # exact cancellation (and an all-zero block) gives +0
     return d
 
 
-def fold_chain(p: np.ndarray, e: np.ndarray, c: np.ndarray, model: BlockModel) -> np.ndarray:
+def fold_chain(
+    p: np.ndarray, e: np.ndarray, c: np.ndarray, model: BlockModel, *, scratch: bool = False
+) -> np.ndarray:
     """Fold n products as ceil(n / L) blocks in order (an instruction wider than the block)."""
     n = p.shape[-1]
     for j in range(0, max(n, 1), model.L):
-        c = fold_products(p[..., j : j + model.L], e[..., j : j + model.L], c, model)
+        c = fold_products(p[..., j : j + model.L], e[..., j : j + model.L], c, model, scratch=scratch)
     return c
 
 
