@@ -151,8 +151,6 @@ def gcn_dpp(shifts: list[int], commute: bool = False) -> str:
 import functools  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import pytest  # noqa: E402
-
 FROZEN = Path(__file__).resolve().parents[1] / "matrices" / "checker" / "ptx"
 
 
@@ -161,9 +159,3 @@ def frozen_signature(name: str):  # type: ignore[no-untyped-def]
     from fixbits.checker.api import signature_of_file
 
     return signature_of_file(FROZEN / name)
-
-
-@pytest.fixture
-def frozen():  # type: ignore[no-untyped-def]
-    """Signature of a frozen compiled kernel under matrices/checker/ptx/."""
-    return frozen_signature

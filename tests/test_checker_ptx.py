@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import test_checker_helpers as S
-from test_checker_helpers import frozen  # noqa: F401  (fixture)
 
 from fixbits.checker.api import certified_equal, compare, signature
 
@@ -77,18 +76,18 @@ def test_unmodelled_control_flow_falls_back_to_text():
     assert not eq(S.ptx(body), S.ptx(S.SUM_LEFT))
 
 
-def test_frozen_gemm_k_loop_exemption_merges_block_k(frozen):
-    a, b = frozen("gemm_bk32.ptx"), frozen("gemm_bk64.ptx")
+def test_frozen_gemm_k_loop_exemption_merges_block_k():
+    a, b = S.frozen_signature("gemm_bk32.ptx"), S.frozen_signature("gemm_bk64.ptx")
     assert a.fallback is None and b.fallback is None
     assert certified_equal(a, b)
     assert not a.physical  # the tree is written in the output's own coordinates
 
 
-def test_frozen_row_sum_warps_split_with_a_reason(frozen):
-    a, b = frozen("row_sum_w2.ptx"), frozen("row_sum_w4.ptx")
+def test_frozen_row_sum_warps_split_with_a_reason():
+    a, b = S.frozen_signature("row_sum_w2.ptx"), S.frozen_signature("row_sum_w4.ptx")
     v = compare(a, b)
     assert not v.equal and v.reason.startswith("output 0"), v.reason
 
 
-def test_signature_is_deterministic(frozen):
-    assert frozen("softmax_w4.ptx").digest == frozen("softmax_w4.ptx").digest
+def test_signature_is_deterministic():
+    assert S.frozen_signature("softmax_w4.ptx").digest == S.frozen_signature("softmax_w4.ptx").digest

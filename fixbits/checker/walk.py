@@ -391,6 +391,7 @@ class LoopSummary:
         self.cond = cond
         self.carried = carried
         self._full_cache: tuple[Node, dict[str, int]] | None = None
+        self._single: bool | None = None
 
     def _refs(self, n: Node, out: list[str], seen: set[bytes]) -> None:
         if n.digest in seen:
@@ -460,6 +461,23 @@ class LoopSummary:
             self._full_cache = (self.key_for([], order=order), {r: i for i, r in enumerate(order)})
         return self._full_cache
 
+    def single_accumulator(self) -> bool:
+        """True when every MMA chain of the loop belongs to one instruction stream (one set of
+        accumulators). Two sets (k-groups: tile t into accumulator t mod G) regroup the K sum
+        with BLOCK_K, so the chunk must then stay in the key."""
+        if self._single is None:
+            sets = set()
+            for r in self.carried:
+                u = self.upd.get(r)
+                if u is not None and u.kind == "mma" and _mma_chain(u, r) is not None:
+                    cur, ops = u, []
+                    while cur.kind == "mma":
+                        ops.append(b"".join(k.digest for k in cur.kids[1:]))
+                        cur = cur.kids[0]
+                    sets.add(tuple(ops))
+            self._single = len(sets) <= 1
+        return self._single
+
     def full_key(self) -> Node:
         return self._full()[0]
 
@@ -478,7 +496,7 @@ class LoopSummary:
     def out(self, r: str, has_mma: bool) -> Node:
         upd = self.upd[r]
         chain = _mma_chain(upd, r)
-        if chain is not None:
+        if chain is not None and self.single_accumulator():
             return Node("mmafold", (chain,), (self.init.get(r, Node("undef", ())),))
         order = self.closure([upd], first=r)
         if len(order) <= 8:
