@@ -527,8 +527,8 @@ def decide(run: PytestRun, summary: Any) -> tuple[int, str]:
         return EXIT_COULD_NOT_RUN, f"pytest exited {run.returncode} without a failure in its report"
     ran = summary.passed
     if ran == 0:
-        return EXIT_NO_DRIFT, f"no drift: nothing compared here, all {summary.skipped} test(s) skipped"
-    return EXIT_NO_DRIFT, f"no drift: {ran} test(s) returned the recorded bytes"
+        return EXIT_NO_DRIFT, f"nothing compared here: all {summary.skipped} test(s) skipped"
+    return EXIT_NO_DRIFT, f"{ran} test(s) returned the recorded bytes"
 
 
 # -- the command ---------------------------------------------------------------------------------
