@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import subprocess
@@ -78,15 +79,25 @@ def test_libraries_for_drift_reports() -> None:
 
 
 @pytest.mark.parametrize("fmt", ["yaml", "json"])
-def test_env_cli(fmt: str) -> None:
+def test_env_cli(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    env.add_arguments(parser)
+    assert env.run(parser.parse_args(["--format", fmt])) == 0
+    out = capsys.readouterr().out
+    data = yaml.safe_load(out) if fmt == "yaml" else json.loads(out)
+    assert set(data) == {"hash", *(f.name for f in dataclasses.fields(EnvFingerprint))}
+    assert data["hash"] == EnvFingerprint.from_dict({k: v for k, v in data.items() if k != "hash"}).short_hash
+    assert env.run(parser.parse_args(["--hash"])) == 0
+    assert capsys.readouterr().out.strip() == data["hash"]
+
+
+def test_env_is_a_fixbits_subcommand() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "fixbits.cli", "env", "--format", fmt],
+        [sys.executable, "-m", "fixbits.cli", "env", "--hash"],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    data = yaml.safe_load(done.stdout) if fmt == "yaml" else json.loads(done.stdout)
-    assert set(data) == {"hash", *(f.name for f in dataclasses.fields(EnvFingerprint))}
-    assert data["hash"] == EnvFingerprint.from_dict({k: v for k, v in data.items() if k != "hash"}).short_hash
+    assert len(done.stdout.strip()) == 12
