@@ -18,11 +18,7 @@ def test_committed_matrices_load_and_agree() -> None:
     assert arches["sm_90"].vendor == "nvidia" and "wgmma" in arches["sm_90"].instructions
     assert "tcgen05" in arches["sm_100"].instructions and arches["gfx942"].warp_size == 64
     assert "13.1.0" in libs.cublas and libs.knows_cublas("13.1") and not libs.knows_cublas("11.0")
-    for path in sorted((REPO / "matrices").glob("*.yaml")):
-        if path.name in ("arch.yaml", "libraries.yaml", "kernel_families.yaml"):
-            continue
-        if "archs" not in path.read_text():
-            continue  # not a run matrix
+    for path in (REPO / "matrices" / "pr.yaml", REPO / "matrices" / "nightly.yaml"):
         run = load_run_matrix(path)
         assert check_consistency(run, arches, libs, where=path.name) == []
         assert run.cells(arches), path.name
