@@ -47,7 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--k-step", type=int, default=None, help="k step b (default: matrices/cublas_bugs/k_steps.yaml)"
     )
     p.add_argument(
-        "--library", default=None, help="path of a libcublasLt to drive (default: nvmath / torch's)"
+        "--library",
+        default=None,
+        help="path of a libcublasLt to drive, or 'all' for every installed version (default: nvmath / torch's)",
     )
     p.add_argument(
         "--desc-out",
@@ -125,22 +127,34 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     m, n, k = args.shape
-    try:
-        lt = CublasLt(args.library)
-    except (OSError, ImportError) as exc:
-        print(f"fixbits bug splitk-tail: cannot load cuBLASLt: {exc}", file=sys.stderr)
-        return 2
-    try:
-        rep = reproduce(m, n, k, args.dtype, lt=lt, workspace_bytes=args.workspace, k_step=args.k_step)
-    finally:
-        lt.close()
-    print(format_reproduction(rep))
-    if args.desc_out and rep.prediction.lost:
-        from fixbits.bugs.splitk_tail import tail_dropped_desc
+    if args.library == "all":
+        from fixbits.cublas.lib import discover, distinct_versions
 
-        with open(args.desc_out, "w") as fh:
-            fh.write(tail_dropped_desc(rep.prediction, rep.in_dtype, rep.arch).to_yaml())
-        print(f"wrote {args.desc_out}")
-    own = rep.result("lt-own")
-    observed = own.lost(k) if own else None
-    return 0 if observed == rep.prediction.lost else 3
+        paths: list[str | None] = [x.path for x in distinct_versions(discover())]
+        if not paths:
+            print("fixbits bug splitk-tail: no cuBLASLt library found", file=sys.stderr)
+            return 2
+    else:
+        paths = [args.library]
+    rc = 0
+    for path in paths:
+        try:
+            lt = CublasLt(path)
+        except (OSError, ImportError) as exc:
+            print(f"fixbits bug splitk-tail: cannot load cuBLASLt {path or ''}: {exc}", file=sys.stderr)
+            return 2
+        try:
+            rep = reproduce(m, n, k, args.dtype, lt=lt, workspace_bytes=args.workspace, k_step=args.k_step)
+        finally:
+            lt.close()
+        print(format_reproduction(rep))
+        if args.desc_out and rep.prediction.lost:
+            from fixbits.bugs.splitk_tail import tail_dropped_desc
+
+            with open(args.desc_out, "w") as fh:
+                fh.write(tail_dropped_desc(rep.prediction, rep.in_dtype, rep.arch).to_yaml())
+            print(f"wrote {args.desc_out}")
+        own = rep.result("lt-own")
+        observed = own.lost(k) if own else None
+        rc = rc or (0 if observed == rep.prediction.lost else 3)
+    return rc
