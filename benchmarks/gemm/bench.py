@@ -1,0 +1,305 @@
+"""fixbits.matmul vs cuBLAS vs torch.compile (max-autotune, Triton GEMMs, order free) on the
+390 realistic shapes, plus fused-epilogue pairs. GPU only.
+
+    PYTHONPATH=<repo> python3 benchmarks/gemm/bench.py --out DIR [--budget-s 360]
+
+Medians of triton.testing.do_bench, all three measured side by side in one process. Speed is
+reported relative to cuBLAS (t_cublas / t_x, above 1 = faster than cuBLAS), split at 5 GFLOP
+(2MNK), per layer group, as geometric means. A fused pair is our one kernel (GEMM + epilogue)
+against torch.mm plus the eager PyTorch epilogue kernels, each timed as whole calls (launches
+included). The descriptor comes from the arch profile when one exists, else a single-pass
+descriptor (column ``desc_source`` says which); the bytes of each fused pair are compared too.
+torch.compile max-autotune costs tens of seconds per shape, so it runs on an evenly spread
+sample of shapes that fits its share of the budget (column ``t_compile_ms`` empty elsewhere).
+Writes DIR/gemm_bench.csv, DIR/gemm_bench.md, DIR/gemm_bench.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import math
+import sys
+import time
+import traceback
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+SPLIT_FLOP = 5e9
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def shapes_list():
+    try:
+        from fixbits.shapes import realistic_shapes
+
+        return [(s.m, s.n, s.k, s.layer, s.epilogue) for s in realistic_shapes()]
+    except Exception as exc:
+        print(f"realistic shapes unavailable ({exc}); built-in list")
+        return [(256, 4096, 4096, "builtin", "none"), (16, 4096, 14336, "builtin", "silu_gate"),
+                (4096, 4096, 4096, "builtin", "residual"), (2048, 4096, 14336, "builtin", "none")]  # fmt: skip
+
+
+def epilogue_ops(ep: str):
+    from fixbits.desc import EpilogueOp
+
+    if not ep or ep == "none":
+        return ()
+    return tuple(EpilogueOp(k, 0.5) if k == "scale" else EpilogueOp(k) for k in ep.split("+"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--budget-s", type=float, default=360.0)
+    ap.add_argument("--compile-share", type=float, default=0.35, help="budget share for torch.compile")
+    ap.add_argument("--limit", type=int, default=0, help="first N shapes only (0: all)")
+    ap.add_argument("--rep-ms", type=int, default=20)
+    ap.add_argument("--no-compile", action="store_true")
+    args = ap.parse_args()
+    t0 = time.time()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    import torch
+    import triton
+    from triton.testing import do_bench
+
+    print(f"torch {torch.__version__} triton {triton.__version__} {torch.cuda.get_device_name()}", flush=True)
+    shapes = shapes_list()
+    if args.limit:
+        shapes = shapes[: args.limit]
+
+    def bench(fn):
+        return do_bench(fn, warmup=5, rep=args.rep_ms, return_mode="median")
+
+    rows = []
+    main_budget = args.budget_s * (1 - (0 if args.no_compile else args.compile_share))
+    for i, (m, n, k, layer, ep) in enumerate(shapes):
+        if time.time() - t0 > main_budget:
+            print(f"budget: stopping the main pass after {i} shapes", flush=True)
+            break
+        row = {"m": m, "n": n, "k": k, "layer": layer, "epilogue": ep, "gflop": 2 * m * n * k / 1e9}
+        try:
+            measure_shape(i, row, bench)
+        except Exception as exc:
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            traceback.print_exc()
+        rows.append(row)
+        print(f"{i:3d} {m}x{n}x{k} {layer:9s} {ep:15s} ours={row.get('t_ours_ms', float('nan')):.4f} "
+              f"cublas={row.get('t_cublas_ms', float('nan')):.4f} speed={row.get('speed_ours', float('nan')):.3f} "
+              f"fused={row.get('speed_fused', float('nan')):.3f} {row.get('config', '')} {row.get('error', '')}",
+              flush=True)  # fmt: skip
+
+    if not args.no_compile:
+        compile_pass(rows, t0, args.budget_s, bench)
+    write_outputs(rows, out)
+    print(f"total {time.time() - t0:.0f}s")
+    return 0
+
+
+def measure_shape(i: int, row: dict, bench) -> None:
+    """Time fixbits (tuned per size class), cuBLAS and, with an epilogue, the fused pair."""
+    import torch
+
+    from fixbits.desc import GEMMDesc
+    from fixbits.kernels.dispatch import choose_kernel
+    from fixbits.kernels.matmul import MatmulUnavailable, cublas_matmul, eager_epilogue, resolve_desc
+    from fixbits.kernels.tuning import best_config, size_class, tune
+
+    m, n, k, ep = row["m"], row["n"], row["k"], row["epilogue"]
+    g = torch.Generator(device="cuda").manual_seed(i)
+    a = torch.randn((m, k), device="cuda", dtype=torch.float16, generator=g)
+    b = torch.randn((k, n), device="cuda", dtype=torch.float16, generator=g)  # the profile's layout
+    try:
+        desc = resolve_desc(m, n, k, "fp16", "fp16", a.device)
+        row["desc_source"] = "profile"
+    except MatmulUnavailable as exc:
+        desc = GEMMDesc(
+            arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16"
+        )
+        row["desc_source"] = "single_pass (no profile)"
+        if i == 0:
+            print(f"profile route unavailable: {exc}", flush=True)
+    choice = choose_kernel(desc, m, n)
+    fn = choice.load()
+    row["family"] = choice.family
+    row["desc_hash"] = desc.short_hash
+    kw: dict = {}
+    if desc.instruction != "fma":
+        key = (choice.family, desc.in_dtype, desc.out_dtype)
+        _, times = tune(key, m, lambda c: bench(lambda: fn(a, b, desc, config=c)))
+        if times:
+            print(f"[tune] class {size_class(m).name} {choice.family}: "
+                  + ", ".join(f"{lab}={t:.4f}ms" for lab, t in times.items()), flush=True)  # fmt: skip
+        kw["config"] = best_config(key, m)
+        row["config"] = kw["config"].label()
+    row["t_ours_ms"] = bench(lambda: fn(a, b, desc, **kw))
+    row["t_cublas_ms"] = bench(lambda: torch.mm(a, b))
+    row["speed_ours"] = row["t_cublas_ms"] / row["t_ours_ms"]
+    row["bytes_equal_cublas"] = bool(
+        torch.equal(fn(a, b, desc, **kw).view(torch.int16), torch.mm(a, b).view(torch.int16))
+    )
+    ops = epilogue_ops(ep)
+    if not ops:
+        return
+    d_ep = desc.replace(epilogue=ops)
+    side = {
+        "bias": torch.randn(n, device="cuda", dtype=torch.float16),
+        "residual": torch.randn((m, n), device="cuda", dtype=torch.float16),
+        "gate": torch.randn((m, n), device="cuda", dtype=torch.float16),
+    }
+
+    def fused():
+        return fn(a, b, d_ep, **side, **kw)
+
+    def pair():
+        return eager_epilogue(cublas_matmul(a, b, "fp16"), d_ep, side["bias"], side["residual"], side["gate"])
+
+    row["t_fused_ms"] = bench(fused)
+    row["t_pair_ms"] = bench(pair)
+    row["speed_fused"] = row["t_pair_ms"] / row["t_fused_ms"]
+    row["fused_bytes_equal_cublas_pair"] = bool(
+        torch.equal(fused().view(torch.int16), pair().view(torch.int16))
+    )
+
+
+def compile_pass(rows, t0, budget, bench) -> None:
+    """torch.compile max-autotune (Triton GEMMs only) on evenly spread shapes while budget lasts."""
+    import torch
+    import torch._inductor.config as icfg
+
+    icfg.max_autotune_gemm_backends = "TRITON"
+    icfg.max_autotune = True
+    done = 0
+    order = list(range(len(rows)))
+    # spread: alternate between layer groups and sizes
+    by_group = defaultdict(list)
+    for i in order:
+        by_group[rows[i]["layer"]].append(i)
+    spread = []
+    while any(by_group.values()):
+        for g in sorted(by_group):
+            if by_group[g]:
+                lst = by_group[g]
+                spread.append(lst.pop(len(lst) // 2))
+    for i in spread:
+        if time.time() - t0 > budget - 20:
+            break
+        r = rows[i]
+        if "error" in r:
+            continue
+        try:
+            torch._dynamo.reset()
+            m, n, k = r["m"], r["n"], r["k"]
+            a = torch.randn((m, k), device="cuda", dtype=torch.float16)
+            b = torch.randn((k, n), device="cuda", dtype=torch.float16)
+            f = torch.compile(torch.mm, mode="max-autotune", dynamic=False)
+            t = time.time()
+            f(a, b)
+            r["compile_s"] = time.time() - t
+            r["t_compile_ms"] = bench(functools.partial(f, a, b))
+            tc = bench(functools.partial(torch.mm, a, b))
+            r["speed_compile"] = tc / r["t_compile_ms"]
+            done += 1
+            print(
+                f"[compile] {m}x{n}x{k} speed={r['speed_compile']:.3f} (compile {r['compile_s']:.0f}s)",
+                flush=True,
+            )
+        except Exception as exc:
+            r["compile_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            print(f"[compile] {r['m']}x{r['n']}x{r['k']} failed: {r['compile_error']}", flush=True)
+    print(f"torch.compile measured on {done} shapes")
+
+
+def write_outputs(rows, out: Path) -> None:
+    keys = sorted(
+        {k for r in rows for k in r}, key=lambda k: (k not in ("m", "n", "k", "layer", "epilogue"), k)
+    )
+    with open(out / "gemm_bench.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+    groups = sorted({r["layer"] for r in rows})
+    lines = ["# fixbits GEMM benchmark (speed relative to cuBLAS; >1 is faster)", ""]
+    lines.append("| layer group | side of 5 GFLOP | shapes | fixbits geomean | torch.compile geomean (n) |")
+    lines.append("|---|---|---|---|---|")
+    table = {}
+    for side, pred in (
+        ("above", lambda r: r["gflop"] >= SPLIT_FLOP / 1e9),
+        ("below", lambda r: r["gflop"] < SPLIT_FLOP / 1e9),
+    ):
+        for g in groups + ["ALL"]:
+            sel = [r for r in rows if (g == "ALL" or r["layer"] == g) and pred(r)]
+            if not sel:
+                continue
+            ours = geomean([r.get("speed_ours") for r in sel])
+            comp = [r.get("speed_compile") for r in sel if r.get("speed_compile")]
+            table[(g, side)] = (ours, geomean(comp))
+            lines.append(f"| {g} | {side} | {len(sel)} | {ours:.3f} | {geomean(comp):.3f} ({len(comp)}) |")
+    lines += ["", "## Fused epilogue pairs (our fused kernel vs torch.mm + eager epilogue, whole calls)", ""]
+    lines.append("| epilogue | shapes | fixbits fused speed geomean | bytes equal to cuBLAS pair |")
+    lines.append("|---|---|---|---|")
+    fused_groups = sorted({r["epilogue"] for r in rows if r.get("speed_fused")})
+    for e in fused_groups + ["ALL"]:
+        sel = [r for r in rows if r.get("speed_fused") and (e == "ALL" or r["epilogue"] == e)]
+        eq = sum(1 for r in sel if r.get("fused_bytes_equal_cublas_pair"))
+        lines.append(
+            f"| {e} | {len(sel)} | {geomean([r['speed_fused'] for r in sel]):.3f} | {eq}/{len(sel)} |"
+        )
+    eq = sum(1 for r in rows if r.get("bytes_equal_cublas"))
+    errs = [r for r in rows if r.get("error")]
+    lines += ["", f"GEMM bytes equal to torch.mm: {eq}/{len(rows)}; errors: {len(errs)}",
+              f"descriptor sources: {dict((s, sum(1 for r in rows if r.get('desc_source') == s)) for s in {r.get('desc_source') for r in rows})}"]  # fmt: skip
+    for r in errs[:20]:
+        lines.append(f"- error {r['m']}x{r['n']}x{r['k']}: {r['error']}")
+    (out / "gemm_bench.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 3, figsize=(18, 5))
+        for ax, side in zip(axes[:2], ("above", "below"), strict=True):
+            gs = [g for g in groups if (g, side) in table]
+            xs = range(len(gs))
+            ax.bar([x - 0.2 for x in xs], [table[(g, side)][0] for g in gs], 0.4, label="fixbits (bit-exact)")
+            ax.bar(
+                [x + 0.2 for x in xs],
+                [table[(g, side)][1] for g in gs],
+                0.4,
+                label="torch.compile (order free)",
+            )
+            ax.axhline(1.0, color="k", lw=0.8)
+            ax.set_xticks(list(xs), gs, rotation=30)
+            ax.set_title(f"{side} 5 GFLOP: speed relative to cuBLAS")
+            ax.legend()
+        fe = [e for e in fused_groups]
+        axes[2].bar(
+            range(len(fe)),
+            [
+                geomean([r["speed_fused"] for r in rows if r.get("speed_fused") and r["epilogue"] == e])
+                for e in fe
+            ],
+        )
+        axes[2].axhline(1.0, color="k", lw=0.8)
+        axes[2].set_xticks(range(len(fe)), fe, rotation=30)
+        axes[2].set_title("fused epilogue vs cuBLAS + eager epilogue")
+        fig.tight_layout()
+        fig.savefig(out / "gemm_bench.png", dpi=110)
+    except Exception as exc:
+        print(f"plot failed: {exc}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

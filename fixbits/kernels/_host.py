@@ -1,0 +1,158 @@
+"""Host-side helpers shared by the family launchers: dtypes, checks, configs, epilogue tensors.
+
+A ``KernelConfig`` holds only speed knobs (tile sizes, GROUP_M, warps, stages, promotion
+groups per turn); the arithmetic comes from the GEMMDesc alone, so every config of a
+family must return the same bytes (suites/reconstruction checks that on the GPU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from fixbits.desc import GEMMDesc
+from fixbits.kernels.epilogue import OUT_CODES, EpilogueError, EpiloguePlan, plan_epilogue
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Speed knobs of one launch; never part of the arithmetic."""
+
+    BLOCK_M: int = 128
+    BLOCK_N: int = 128
+    BLOCK_K: int = 64
+    GROUP_M: int = 8
+    num_warps: int = 4
+    num_stages: int = 3
+    GROUPS: int = 1  # per-MMA: promotion groups per main-loop turn
+
+    def label(self) -> str:
+        return (
+            f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K}_g{self.GROUP_M}_w{self.num_warps}"
+            f"_s{self.num_stages}_G{self.GROUPS}"
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], *, where: str = "config") -> KernelConfig:
+        known = set(cls.__dataclass_fields__)
+        bad = sorted(set(d) - known)
+        if bad:
+            raise ValueError(f"{where}: unknown key(s) {bad}; known: {sorted(known)}")
+        return cls(**{k: int(v) for k, v in d.items()})
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    import torch
+
+    table = {
+        "fp16": torch.float16,
+        "bf16": torch.bfloat16,
+        "fp32": torch.float32,
+        "fp8_e4m3": torch.float8_e4m3fn,
+        "fp8_e5m2": torch.float8_e5m2,
+    }
+    if name not in table:
+        raise ValueError(f"dtype {name!r} not supported; supported: {', '.join(table)}")
+    return table[name]
+
+
+def dtype_name(dt: torch.dtype) -> str:
+    import torch
+
+    table = {
+        torch.float16: "fp16",
+        torch.bfloat16: "bf16",
+        torch.float32: "fp32",
+        torch.float8_e4m3fn: "fp8_e4m3",
+        torch.float8_e5m2: "fp8_e5m2",
+    }
+    if dt not in table:
+        raise ValueError(f"torch dtype {dt} not supported; supported: {', '.join(map(str, table))}")
+    return table[dt]
+
+
+def check_operands(desc: GEMMDesc, a: torch.Tensor, b: torch.Tensor) -> tuple[int, int, int]:
+    if a.dim() != 2 or b.dim() != 2:
+        raise ValueError(f"a and b must be 2-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    want = torch_dtype(desc.in_dtype)
+    if a.dtype != want or b.dtype != want:
+        raise ValueError(f"desc.in_dtype={desc.in_dtype} needs {want}; got a {a.dtype}, b {b.dtype}")
+    if a.device != b.device:
+        raise ValueError(f"a on {a.device}, b on {b.device}")
+    return int(a.shape[0]), int(b.shape[1]), int(a.shape[1])
+
+
+@dataclass(frozen=True)
+class EpilogueArgs:
+    """The epilogue's plan and its tensors, ready for a kernel call."""
+
+    plan: EpiloguePlan
+    bias: Any
+    residual: Any
+    gate: Any
+
+    def kernel_args(self, out: torch.Tensor) -> list[Any]:
+        res = self.residual if self.residual is not None else out
+        gate = self.gate if self.gate is not None else out
+        bias = self.bias if self.bias is not None else out
+        return [bias, res, gate, res.stride(0), res.stride(1), gate.stride(0), gate.stride(1)]
+
+
+def epilogue_args(
+    desc: GEMMDesc, m: int, n: int, bias: Any = None, residual: Any = None, gate: Any = None
+) -> EpilogueArgs:
+    plan = plan_epilogue(desc.epilogue)
+    for need, name, tensor, shape in (
+        (plan.needs_bias, "bias", bias, (n,)),
+        (plan.needs_residual, "residual", residual, (m, n)),
+        (plan.needs_gate, "gate", gate, (m, n)),
+    ):
+        if need and tensor is None:
+            raise EpilogueError(f"epilogue {[e.kind for e in desc.epilogue]} reads {name}, none given")
+        if need and tuple(tensor.shape) != shape:
+            raise EpilogueError(f"{name} must have shape {shape}, got {tuple(tensor.shape)}")
+    return EpilogueArgs(plan=plan, bias=bias, residual=residual, gate=gate)
+
+
+def out_code(desc: GEMMDesc) -> int:
+    return OUT_CODES[desc.out_dtype]
+
+
+def fit_config(desc: GEMMDesc, cfg: KernelConfig) -> KernelConfig:
+    """Adjust knobs the descriptor's instruction needs (never the arithmetic).
+
+    fp8 on sm_90: a tile under 64 rows or fewer than 4 warps lowers tl.dot to mma.sync rather
+    than wgmma, and the two accumulate fp8 differently, so fp8 tiles are kept on wgmma.
+    """
+    import dataclasses
+
+    if desc.in_dtype.startswith("fp8"):
+        cfg = dataclasses.replace(
+            cfg,
+            BLOCK_M=max(64, cfg.BLOCK_M),
+            BLOCK_K=max(32, cfg.BLOCK_K),
+            num_warps=max(4, cfg.num_warps),
+        )
+    return cfg
+
+
+def check_config(desc: GEMMDesc, cfg: KernelConfig) -> None:
+    """Reject knobs a kernel cannot compile with; none of these can change the bytes."""
+    for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
+        v = getattr(cfg, name)
+        if v < 16 or v & (v - 1):
+            raise ValueError(f"{cfg.label()}: {name}={v} must be a power of two >= 16")
+    if cfg.BLOCK_K % desc.instruction_k:
+        raise ValueError(f"{cfg.label()}: BLOCK_K must be a multiple of instruction_k={desc.instruction_k}")
+
+
+LAUNCH_OPTS: dict[str, Any] = {"enable_fp_fusion": False}
+"""Every fixbits kernel compiles without mul+add contraction: the fmas it wants are explicit."""

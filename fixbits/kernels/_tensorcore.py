@@ -1,0 +1,231 @@
+"""Shared @triton.jit pieces of the tensor-core families: one accumulation chain, one part.
+
+The contract (fixbits/desc.py, point 2): a chain over [s, e) issues instruction groups of
+IK products in increasing k; the residue turn of (e - s) % STEP elements goes first or last
+and is padded with zero products only up to whole instructions. A ``tl.dot`` over BLOCK_K
+lowers on sm_90 to BLOCK_K / IK chained wgmma in increasing k, each folding into the fp32
+accumulator with one rounding, so BLOCK_K is a free speed knob as long as the body it walks
+is a whole number of instructions; the residue and any body tail shorter than BLOCK_K are
+issued one instruction (one IK-wide dot) at a time, so no all-zero instruction is ever added.
+
+Per-MMA accumulation (PROMO = promotion_interval > 0): the instruction sequence of the chain
+(residue included, in its place) is cut into runs of PROMO instructions counted from the
+chain's start; each run goes into a zero-started temporary that is then added to the
+accumulator with one round-to-nearest fp32 add; a short last run is added the same way.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def instrs(acc, a_rows, b_cols, lo, hi, sak, sbk, IK: tl.constexpr):
+    """Whole instructions over [lo, hi), the last one padded with zero products."""
+    for k0 in range(lo, hi, IK):
+        kk = k0 + tl.arange(0, IK)
+        km = kk < hi
+        a = tl.load(a_rows + kk[None, :] * sak, mask=km[None, :], other=0.0)
+        b = tl.load(b_cols + kk[:, None] * sbk, mask=km[:, None], other=0.0)
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
+def instrs_promoted(acc, tmp, cnt, a_rows, b_cols, lo, hi, sak, sbk, IK: tl.constexpr, PROMO: tl.constexpr):
+    """As ``instrs`` into the temporary; every PROMO-th instruction promotes it."""
+    for k0 in range(lo, hi, IK):
+        kk = k0 + tl.arange(0, IK)
+        km = kk < hi
+        a = tl.load(a_rows + kk[None, :] * sak, mask=km[None, :], other=0.0)
+        b = tl.load(b_cols + kk[:, None] * sbk, mask=km[:, None], other=0.0)
+        tmp = tl.dot(a, b, tmp)
+        cnt += 1
+        if cnt == PROMO:
+            acc = acc + tmp
+            tmp = tl.zeros_like(tmp)
+            cnt = 0
+    return acc, tmp, cnt
+
+
+@triton.jit
+def chain_fast(
+    acc,
+    a_rows,
+    b_cols,
+    s,
+    e,
+    sak,
+    sbk,
+    STEP: tl.constexpr,
+    IK: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    RES_FIRST: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    n = e - s
+    r = n % STEP
+    if RES_FIRST:
+        acc = instrs(acc, a_rows, b_cols, s, s + r, sak, sbk, IK)
+        lo = s + r
+        hi = e
+    else:
+        lo = s
+        hi = e - r
+    nb = (hi - lo) // BLOCK_K
+    for i in tl.range(0, nb, num_stages=NUM_STAGES):
+        kk = lo + i * BLOCK_K + tl.arange(0, BLOCK_K)
+        a = tl.load(a_rows + kk[None, :] * sak)
+        b = tl.load(b_cols + kk[:, None] * sbk)
+        acc = tl.dot(a, b, acc)
+    acc = instrs(acc, a_rows, b_cols, lo + nb * BLOCK_K, hi, sak, sbk, IK)
+    if not RES_FIRST:
+        acc = instrs(acc, a_rows, b_cols, hi, e, sak, sbk, IK)
+    return acc
+
+
+@triton.jit
+def chain_promoted(
+    acc,
+    a_rows,
+    b_cols,
+    s,
+    e,
+    sak,
+    sbk,
+    STEP: tl.constexpr,
+    IK: tl.constexpr,
+    PROMO: tl.constexpr,
+    GROUPS: tl.constexpr,
+    RES_FIRST: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    """Per-MMA chain. GROUPS > 0: the aligned body runs GROUPS promotion groups per turn,
+    each one zero-started dot of PROMO*IK (a power of two); GROUPS == 0: one at a time."""
+    tmp = tl.zeros_like(acc)
+    cnt = 0
+    n = e - s
+    r = n % STEP
+    if RES_FIRST:
+        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, s, s + r, sak, sbk, IK, PROMO)
+        lo = s + r
+        hi = e
+    else:
+        lo = s
+        hi = e - r
+    if GROUPS > 0:
+        G: tl.constexpr = PROMO * IK
+        # finish the promotion group the residue left open, one instruction at a time
+        head = ((PROMO - cnt) % PROMO) * IK
+        head = tl.minimum(head, hi - lo)
+        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, lo, lo + head, sak, sbk, IK, PROMO)
+        lo2 = lo + head
+        turn = GROUPS * G
+        nb = (hi - lo2) // turn
+        for i in tl.range(0, nb, num_stages=NUM_STAGES):
+            base = lo2 + i * turn
+            for g in tl.static_range(GROUPS):
+                kk = base + g * G + tl.arange(0, G)
+                a = tl.load(a_rows + kk[None, :] * sak)
+                b = tl.load(b_cols + kk[:, None] * sbk)
+                acc = acc + tl.dot(a, b)
+        acc, tmp, cnt = instrs_promoted(
+            acc, tmp, cnt, a_rows, b_cols, lo2 + nb * turn, hi, sak, sbk, IK, PROMO
+        )
+    else:
+        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, lo, hi, sak, sbk, IK, PROMO)
+    if not RES_FIRST:
+        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, hi, e, sak, sbk, IK, PROMO)
+    if cnt > 0:
+        acc = acc + tmp
+    return acc
+
+
+@triton.jit
+def chain(
+    acc,
+    a_rows,
+    b_cols,
+    s,
+    e,
+    sak,
+    sbk,
+    STEP: tl.constexpr,
+    IK: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    PROMO: tl.constexpr,
+    GROUPS: tl.constexpr,
+    RES_FIRST: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    if PROMO == 0:
+        acc = chain_fast(acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, BLOCK_K, RES_FIRST, NUM_STAGES)
+    else:
+        acc = chain_promoted(
+            acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, PROMO, GROUPS, RES_FIRST, NUM_STAGES
+        )
+    return acc
+
+
+@triton.jit
+def part_value(
+    a_rows,
+    b_cols,
+    runs_ptr,
+    r_lo,
+    r_hi,
+    sak,
+    sbk,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    STEP: tl.constexpr,
+    IK: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    PROMO: tl.constexpr,
+    GROUPS: tl.constexpr,
+    RES_FIRST: tl.constexpr,
+    HAS_INNER: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    """One level-0 part: its innermost chains (runs r_lo..r_hi of the table), each from +0,
+    summed in order from +0 in fp32 when there is an inner level."""
+    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for r in range(r_lo, r_hi):
+        s = tl.load(runs_ptr + 2 * r)
+        e = tl.load(runs_ptr + 2 * r + 1)
+        sub = chain(
+            tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32),
+            a_rows,
+            b_cols,
+            s,
+            e,
+            sak,
+            sbk,
+            STEP,
+            IK,
+            BLOCK_K,
+            PROMO,
+            GROUPS,
+            RES_FIRST,
+            NUM_STAGES,
+        )
+        if HAS_INNER:
+            total = total + sub
+        else:
+            total = sub
+    return total
+
+
+@triton.jit
+def tile_coords(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Grouped (GROUP_M) tile order: a speed knob, it only picks which tile a program owns."""
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    width = GROUP_M * grid_n
+    group = pid // width
+    first_m = group * GROUP_M
+    size_m = tl.minimum(grid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % width) % size_m
+    pid_n = (pid % width) // size_m
+    return pid_m, pid_n

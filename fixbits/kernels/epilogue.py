@@ -1,0 +1,279 @@
+"""Fused epilogues computed exactly as eager PyTorch computes them after a library GEMM.
+
+The GEMM value is first rounded to the output dtype; each op then reads that rounded value
+as fp32, computes in fp32 with the same formula and libdevice function PyTorch's CUDA kernel
+uses (aten/src/ATen/native/cuda/Activation*Kernel.cu), and rounds back to the output dtype.
+Op codes are ``tl.constexpr`` so an absent op compiles away. Every kernel compiles with
+``enable_fp_fusion=False``, so a multiply feeding an add is never contracted unless written as
+an fma (gelu_tanh's, where nvcc contracts PyTorch's source the same way).
+
+Formulas (opmath = fp32):
+  bias       y = x + bias[n]
+  relu       y = x if (x > 0 or x is NaN) else +0
+  silu_gate  s = round(x / (1 + expf(-x)));  y = s * gate[m, n]   (eager: silu, then a multiply)
+  gelu       y = (x * 0.5f) * (1 + erff(x * float(M_SQRT1_2)))
+  gelu_tanh  y = (0.5f * x) * (1 + tanhf(kBeta * fma(kKappa, x*x*x, x)))   (nvcc contracts x + k*x^3)
+  residual   y = x + residual[m, n]
+  scale      y = x * float(value)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import triton
+import triton.language as tl
+from triton.language.extra.cuda import libdevice
+
+from fixbits.desc import EpilogueOp
+
+EP_CODES: dict[str, int] = {
+    "bias": 1,
+    "relu": 2,
+    "silu_gate": 3,
+    "gelu": 4,
+    "gelu_tanh": 5,
+    "residual": 6,
+    "scale": 7,
+}
+MAX_OPS = 4
+OUT_CODES: dict[str, int] = {"fp32": 0, "fp16": 1, "bf16": 2}
+
+# Constants rounded the way nvcc folds PyTorch's constexpr expressions (double, then float).
+GELU_ALPHA = float(np.float32(math.sqrt(0.5)))
+GELU_TANH_BETA = float(np.float32(math.sqrt(2.0) * (2.0 / math.sqrt(math.pi)) * 0.5))
+GELU_TANH_KAPPA = float(np.float32(0.044715))
+
+
+class EpilogueError(ValueError):
+    """An epilogue names an op fixbits cannot fuse, or lacks the tensor an op reads."""
+
+
+@dataclass(frozen=True)
+class EpiloguePlan:
+    """Up to four op codes with their scale factors (fp32) and which tensors they read."""
+
+    codes: tuple[int, int, int, int]
+    scales: tuple[float, float, float, float]
+
+    @property
+    def needs_bias(self) -> bool:
+        return EP_CODES["bias"] in self.codes
+
+    @property
+    def needs_residual(self) -> bool:
+        return EP_CODES["residual"] in self.codes
+
+    @property
+    def needs_gate(self) -> bool:
+        return EP_CODES["silu_gate"] in self.codes
+
+    def kernel_kwargs(self) -> dict[str, object]:
+        kw: dict[str, object] = {}
+        for i in range(MAX_OPS):
+            kw[f"EP{i}"] = self.codes[i]
+            kw[f"ep_scale{i}"] = self.scales[i]
+        return kw
+
+
+def parse_epilogue(epilogue: object) -> tuple[EpilogueOp, ...]:
+    """Accept None, 'gelu', 'bias+gelu', ('bias', 'relu'), EpilogueOp(s) or ('scale', 0.5) pairs."""
+    if epilogue is None or epilogue == ():
+        return ()
+    if isinstance(epilogue, EpilogueOp):
+        return (epilogue,)
+    if isinstance(epilogue, str):
+        items: list[object] = [s.strip() for s in epilogue.replace(",", "+").split("+") if s.strip()]
+    else:
+        items = list(epilogue)  # type: ignore[call-overload]
+    ops: list[EpilogueOp] = []
+    for it in items:
+        if isinstance(it, EpilogueOp):
+            ops.append(it)
+        elif isinstance(it, str):
+            ops.append(EpilogueOp(it))
+        elif isinstance(it, tuple) and len(it) == 2:
+            ops.append(EpilogueOp(str(it[0]), float(it[1])))
+        else:
+            raise EpilogueError(f"epilogue item {it!r} is not an op name, EpilogueOp or (kind, value)")
+    return tuple(ops)
+
+
+def plan_epilogue(ops: tuple[EpilogueOp, ...]) -> EpiloguePlan:
+    if len(ops) > MAX_OPS:
+        raise EpilogueError(f"at most {MAX_OPS} fused epilogue ops, got {len(ops)}")
+    codes = [0] * MAX_OPS
+    scales = [1.0] * MAX_OPS
+    for i, op in enumerate(ops):
+        if op.kind not in EP_CODES:
+            raise EpilogueError(f"epilogue op {op.kind!r} is not fusable; known: {', '.join(EP_CODES)}")
+        codes[i] = EP_CODES[op.kind]
+        if op.value is not None:
+            scales[i] = float(np.float32(op.value))
+    return EpiloguePlan(codes=tuple(codes), scales=tuple(scales))  # type: ignore[arg-type]
+
+
+@triton.jit
+def round_to(x, OUT: tl.constexpr):
+    """Round fp32 x to the output dtype (RN) and widen back, exactly."""
+    if OUT == 1:
+        return x.to(tl.float16).to(tl.float32)
+    elif OUT == 2:
+        return x.to(tl.bfloat16).to(tl.float32)
+    else:
+        return x
+
+
+@triton.jit
+def apply_op(
+    x,
+    CODE: tl.constexpr,
+    scale,
+    bias_ptr,
+    res_ptr,
+    gate_ptr,
+    rm,
+    rn,
+    mask,
+    N,
+    stride_rm,
+    stride_rn,
+    stride_gm,
+    stride_gn,
+    OUT: tl.constexpr,
+    GELU_TANH_FMA: tl.constexpr,
+):
+    if CODE == 1:
+        b = tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)
+        x = round_to(x + b[None, :], OUT)
+    elif CODE == 2:
+        x = tl.where((x > 0) | (x != x), x, 0.0)
+    elif CODE == 3:
+        s = round_to(libdevice.div_rn(x, 1.0 + libdevice.exp(-x)), OUT)
+        g = tl.load(gate_ptr + rm[:, None] * stride_gm + rn[None, :] * stride_gn, mask=mask, other=0.0)
+        x = round_to(s * g.to(tl.float32), OUT)
+    elif CODE == 4:
+        x = round_to((x * 0.5) * (1.0 + libdevice.erf(x * 0.7071067690849304)), OUT)
+    elif CODE == 5:
+        cube = (x * x) * x
+        if GELU_TANH_FMA:
+            inner = 0.7978845834732056 * libdevice.fma(0.044714998453855515, cube, x)
+        else:
+            inner = 0.7978845834732056 * (x + 0.044714998453855515 * cube)
+        x = round_to((0.5 * x) * (1.0 + libdevice.tanh(inner)), OUT)
+    elif CODE == 6:
+        r = tl.load(res_ptr + rm[:, None] * stride_rm + rn[None, :] * stride_rn, mask=mask, other=0.0)
+        x = round_to(x + r.to(tl.float32), OUT)
+    elif CODE == 7:
+        x = round_to(x * scale, OUT)
+    return x
+
+
+@triton.jit
+def epilogue_store(
+    acc,
+    out_ptr,
+    rm,
+    rn,
+    M,
+    N,
+    stride_om,
+    stride_on,
+    bias_ptr,
+    res_ptr,
+    gate_ptr,
+    stride_rm,
+    stride_rn,
+    stride_gm,
+    stride_gn,
+    ep_scale0,
+    ep_scale1,
+    ep_scale2,
+    ep_scale3,
+    EP0: tl.constexpr,
+    EP1: tl.constexpr,
+    EP2: tl.constexpr,
+    EP3: tl.constexpr,
+    OUT: tl.constexpr,
+    GELU_TANH_FMA: tl.constexpr,
+):
+    """Round the fp32 GEMM value to OUT, run the fused ops in order, store."""
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = round_to(acc, OUT)
+    x = apply_op(
+        x,
+        EP0,
+        ep_scale0,
+        bias_ptr,
+        res_ptr,
+        gate_ptr,
+        rm,
+        rn,
+        mask,
+        N,
+        stride_rm,
+        stride_rn,
+        stride_gm,
+        stride_gn,
+        OUT,
+        GELU_TANH_FMA,
+    )
+    x = apply_op(
+        x,
+        EP1,
+        ep_scale1,
+        bias_ptr,
+        res_ptr,
+        gate_ptr,
+        rm,
+        rn,
+        mask,
+        N,
+        stride_rm,
+        stride_rn,
+        stride_gm,
+        stride_gn,
+        OUT,
+        GELU_TANH_FMA,
+    )
+    x = apply_op(
+        x,
+        EP2,
+        ep_scale2,
+        bias_ptr,
+        res_ptr,
+        gate_ptr,
+        rm,
+        rn,
+        mask,
+        N,
+        stride_rm,
+        stride_rn,
+        stride_gm,
+        stride_gn,
+        OUT,
+        GELU_TANH_FMA,
+    )
+    x = apply_op(
+        x,
+        EP3,
+        ep_scale3,
+        bias_ptr,
+        res_ptr,
+        gate_ptr,
+        rm,
+        rn,
+        mask,
+        N,
+        stride_rm,
+        stride_rn,
+        stride_gm,
+        stride_gn,
+        OUT,
+        GELU_TANH_FMA,
+    )
+    tl.store(
+        out_ptr + rm[:, None] * stride_om + rn[None, :] * stride_on, x.to(out_ptr.dtype.element_ty), mask=mask
+    )

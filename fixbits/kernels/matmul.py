@@ -1,0 +1,178 @@
+"""fixbits.matmul: cuBLAS's bytes from a Triton kernel, with the epilogue fused.
+
+The route: ask cuBLASLt's heuristic which algorithm it would run for the shape
+(fixbits.cublas.lt.CublasLt.heuristic), look that answer up in the arch profile
+(fixbits.probe.profile.load_profile(...).lookup -> GEMMDesc), and launch the kernel of that
+descriptor's family. Outside the profile the call raises (``fallback="error"``) or runs
+cuBLAS plus an eager PyTorch epilogue (``fallback="cublas"``), never a guess.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fixbits.desc import GEMMDesc
+from fixbits.kernels.dispatch import choose_kernel
+from fixbits.kernels.epilogue import parse_epilogue
+
+if TYPE_CHECKING:
+    import torch
+
+FALLBACKS = ("error", "cublas")
+
+
+class MatmulUnavailable(RuntimeError):
+    """No descriptor is known for this shape/dtype/arch/library; the message says which step failed."""
+
+
+def _arch_of(device: Any) -> str:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
+def resolve_desc(m: int, n: int, k: int, in_dtype: str, out_dtype: str, device: Any) -> GEMMDesc:
+    """cuBLASLt heuristic answer -> arch profile -> GEMMDesc, or MatmulUnavailable naming the step.
+
+    The heuristic is asked for row-major A (m, k) and B (k, n), the layout profiles are built
+    for; fixbits.matmul's kernels read any strides, but cuBLAS may pick another algorithm for
+    a transposed B, so compare against cuBLAS with the same layout.
+    """
+    try:
+        from fixbits.cublas.lt import CublasLt
+        from fixbits.probe import profile as profiles
+    except ImportError as exc:
+        raise MatmulUnavailable(f"profile route not installed ({exc}); pass desc= explicitly") from exc
+    arch = _arch_of(device)
+    lt = _lt_instance(CublasLt)
+    try:
+        answer = lt.heuristic(m, n, k, in_dtype, out_dtype)
+    except Exception as exc:
+        raise MatmulUnavailable(
+            f"cuBLASLt heuristic failed for {m}x{n}x{k} {in_dtype}->{out_dtype}: {exc}"
+        ) from exc
+    version = _lt_version(lt)
+    try:
+        if hasattr(profiles, "load_profile"):
+            profile = profiles.load_profile(arch, version, in_dtype, out_dtype)
+        else:
+            profile = profiles.find(arch, str(version), in_dtype, out_dtype)
+    except Exception as exc:
+        raise MatmulUnavailable(
+            f"no arch profile for {arch}, cuBLASLt {version}, {in_dtype}->{out_dtype}: {exc}"
+        ) from exc
+    try:
+        return profile.lookup(answer)
+    except Exception as exc:  # NotInProfile and friends
+        key = answer.key() if hasattr(answer, "key") else answer
+        raise MatmulUnavailable(
+            f"heuristic answer {key} for {m}x{n}x{k} {in_dtype}->{out_dtype} is not in the {arch} profile: {exc}"
+        ) from exc
+
+
+_LT: dict[str, Any] = {}
+
+
+def _lt_instance(cls: Any) -> Any:
+    if "lt" not in _LT:
+        _LT["lt"] = cls()
+    return _LT["lt"]
+
+
+def _lt_version(lt: Any) -> Any:
+    """The version string profiles are filed under (CublasLt.version_str, e.g. '13.1.0')."""
+    for name in ("version_str", "library_version", "version"):
+        v = getattr(lt, name, None)
+        if v is not None:
+            return v() if callable(v) else v
+    return None
+
+
+def eager_epilogue(c: torch.Tensor, desc: GEMMDesc, bias: Any, residual: Any, gate: Any) -> torch.Tensor:
+    """The PyTorch reference: each op one eager kernel on the rounded GEMM output."""
+    import torch.nn.functional as F
+
+    for op in desc.epilogue:
+        if op.kind == "bias":
+            c = c + bias
+        elif op.kind == "relu":
+            c = F.relu(c)
+        elif op.kind == "silu_gate":
+            c = F.silu(c) * gate
+        elif op.kind == "gelu":
+            c = F.gelu(c)
+        elif op.kind == "gelu_tanh":
+            c = F.gelu(c, approximate="tanh")
+        elif op.kind == "residual":
+            c = c + residual
+        elif op.kind == "scale":
+            c = c * op.value
+    return c
+
+
+def cublas_matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: str) -> torch.Tensor:
+    """torch.mm with the requested output dtype (cuBLASLt's own pick; FINDINGS.md)."""
+    import torch
+
+    from fixbits.kernels._host import torch_dtype
+
+    odt = torch_dtype(out_dtype)
+    if a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        one = torch.ones((), device=a.device, dtype=torch.float32)
+        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=odt)
+    if odt == a.dtype:
+        return torch.mm(a, b)
+    return torch.mm(a, b, out_dtype=odt)
+
+
+def matmul(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    epilogue: Any = None,
+    bias: Any = None,
+    residual: Any = None,
+    gate: Any = None,
+    out_dtype: str | None = None,
+    fallback: str = "error",
+    desc: GEMMDesc | None = None,
+    config: Any = None,
+) -> torch.Tensor:
+    """C = epilogue(A @ B) with cuBLAS's bytes (see the module docstring for the route).
+
+    ``desc`` skips the profile route (tests, and GPUs without a profile); its epilogue is
+    replaced by ``epilogue`` when one is given. ``config`` pins the speed knobs.
+    """
+    from fixbits.kernels._host import dtype_name
+    from fixbits.kernels.tuning import best_config
+
+    if fallback not in FALLBACKS:
+        raise ValueError(f"fallback={fallback!r}; supported: {', '.join(FALLBACKS)}")
+    ops = parse_epilogue(epilogue)
+    in_dtype = dtype_name(a.dtype)
+    if out_dtype is None:
+        out_dtype = (
+            desc.out_dtype if desc is not None else ("fp16" if in_dtype.startswith("fp8") else in_dtype)
+        )
+    m, k = a.shape
+    n = b.shape[1]
+    if desc is None:
+        try:
+            desc = resolve_desc(m, n, k, in_dtype, out_dtype, a.device)
+        except MatmulUnavailable:
+            if fallback == "error":
+                raise
+            base = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16",
+                            out_dtype=out_dtype, epilogue=ops)  # fmt: skip
+            return eager_epilogue(cublas_matmul(a, b, out_dtype), base, bias, residual, gate)
+    if ops:
+        desc = desc.replace(epilogue=ops)
+    if desc.out_dtype != out_dtype:
+        raise ValueError(f"out_dtype={out_dtype} but desc.out_dtype={desc.out_dtype}")
+    choice = choose_kernel(desc, m, n)
+    fn = choice.load()
+    kw: dict[str, Any] = {"bias": bias, "residual": residual, "gate": gate}
+    if desc.instruction != "fma":
+        kw["config"] = config or best_config((choice.family, desc.in_dtype, desc.out_dtype), m)
+    return fn(a, b, desc, **kw)

@@ -1,0 +1,25 @@
+"""Per-MMA accumulation GEMM (use_fast_accum false): single-pass tiles whose chain promotes a
+zero-started temporary into the fp32 accumulator every ``promotion_interval`` instructions
+with one round-to-nearest add (fixbits.kernels._tensorcore.chain_promoted).
+
+The kernel is the single-pass one compiled with PROMO > 0; GROUPS (promotion groups loaded
+per main-loop turn) is a speed knob like the block sizes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fixbits.desc import GEMMDesc
+from fixbits.kernels.single_pass import check_family, tile_matmul
+
+if TYPE_CHECKING:
+    import torch
+
+FAMILY = "per_mma"
+
+
+def per_mma_matmul(a: torch.Tensor, b: torch.Tensor, desc: GEMMDesc, **kw: Any) -> torch.Tensor:
+    """C = epilogue(A @ B) with per-MMA promotion every ``desc.promotion_interval`` instructions."""
+    check_family(desc, (FAMILY,))
+    return tile_matmul(a, b, desc, **kw)

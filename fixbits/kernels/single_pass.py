@@ -1,0 +1,145 @@
+"""Single-pass tensor-core GEMM: one output tile per program, one chain over all of K.
+
+C[m, n] = epilogue(round_out(chain over k in [0, K) of A[m, k] * B[k, n])), the chain being
+fixbits.kernels._tensorcore.chain (fast accumulation here; per_mma.py reuses this kernel
+with PROMO > 0). BLOCK_M/N/K, GROUP_M, warps and stages are speed knobs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import triton
+import triton.language as tl
+
+from fixbits.desc import GEMMDesc
+from fixbits.kernels._host import (
+    LAUNCH_OPTS,
+    EpilogueArgs,
+    KernelConfig,
+    check_config,
+    check_operands,
+    epilogue_args,
+    fit_config,
+    out_code,
+    torch_dtype,
+)
+from fixbits.kernels._tensorcore import chain, tile_coords
+from fixbits.kernels.epilogue import epilogue_store
+from fixbits.kernels.plan import UnsupportedDesc
+
+if TYPE_CHECKING:
+    import torch
+
+FAMILY = "single_pass"
+
+
+@triton.jit
+def _single_pass_kernel(
+    a_ptr, b_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr,
+    stride_rm, stride_rn, stride_gm, stride_gn,
+    M, N, K, sam, sak, sbk, sbn, som, son,
+    ep_scale0, ep_scale1, ep_scale2, ep_scale3,
+    STEP: tl.constexpr, IK: tl.constexpr, PROMO: tl.constexpr, GROUPS: tl.constexpr,
+    RES_FIRST: tl.constexpr,
+    EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
+    OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    pid_m, pid_n = tile_coords(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    # rows/cols past the edge read a valid row (wrapped) and are never stored
+    rm_ld = rm % M
+    rn_ld = rn % N
+    a_rows = a_ptr + rm_ld[:, None] * sam
+    b_cols = b_ptr + rn_ld[None, :] * sbn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = chain(acc, a_rows, b_cols, 0, K, sak, sbk, STEP, IK, BLOCK_K, PROMO, GROUPS, RES_FIRST, NUM_STAGES)
+    epilogue_store(
+        acc, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
+        stride_rm, stride_rn, stride_gm, stride_gn,
+        ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
+    )  # fmt: skip
+
+
+def promo_of(desc: GEMMDesc) -> int:
+    return 0 if desc.use_fast_accum else int(desc.promotion_interval or 1)
+
+
+def groups_for(desc: GEMMDesc, cfg: KernelConfig) -> int:
+    """Promotion groups per turn for the per-MMA body (0: one instruction at a time)."""
+    promo = promo_of(desc)
+    if promo == 0:
+        return 0
+    g = promo * desc.instruction_k
+    if g & (g - 1):
+        return 0
+    return max(1, cfg.GROUPS)
+
+
+def launch_tile_kernel(
+    desc: GEMMDesc,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    out: torch.Tensor,
+    ep: EpilogueArgs,
+    cfg: KernelConfig,
+    *,
+    gelu_tanh_fma: bool = True,
+) -> Any:
+    m, n, k = a.shape[0], b.shape[1], a.shape[1]
+    grid = (triton.cdiv(m, cfg.BLOCK_M) * triton.cdiv(n, cfg.BLOCK_N),)
+    return _single_pass_kernel[grid](
+        a, b, out, *ep.kernel_args(out),
+        m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
+        *ep.plan.scales,
+        STEP=desc.k_loop_step, IK=desc.instruction_k, PROMO=promo_of(desc), GROUPS=groups_for(desc, cfg),
+        RES_FIRST=desc.residue == "first",
+        EP0=ep.plan.codes[0], EP1=ep.plan.codes[1], EP2=ep.plan.codes[2], EP3=ep.plan.codes[3],
+        OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
+        BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
+        NUM_STAGES=cfg.num_stages, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
+    )  # fmt: skip
+
+
+def check_family(desc: GEMMDesc, families: tuple[str, ...]) -> None:
+    if desc.family not in families:
+        raise UnsupportedDesc(f"descriptor family {desc.family!r} is not one of {families}")
+    if desc.k_cuts:
+        raise UnsupportedDesc(f"{desc.family}: k_cuts {desc.k_cuts} need the split-K kernels")
+    if desc.instruction == "fma":
+        raise UnsupportedDesc("instruction=fma runs on the scalar families")
+
+
+def tile_matmul(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    desc: GEMMDesc,
+    *,
+    bias: Any = None,
+    residual: Any = None,
+    gate: Any = None,
+    config: KernelConfig | None = None,
+    out: torch.Tensor | None = None,
+    gelu_tanh_fma: bool = True,
+) -> torch.Tensor:
+    import torch
+
+    m, n, _ = check_operands(desc, a, b)
+    cfg = fit_config(desc, config or KernelConfig())
+    check_config(desc, cfg)
+    ep = epilogue_args(desc, m, n, bias, residual, gate)
+    if out is None:
+        out = torch.empty((m, n), dtype=torch_dtype(desc.out_dtype), device=a.device)
+    if m and n:
+        launch_tile_kernel(desc, a, b, out, ep, cfg, gelu_tanh_fma=gelu_tanh_fma)
+    return out
+
+
+def single_pass_matmul(a: torch.Tensor, b: torch.Tensor, desc: GEMMDesc, **kw: Any) -> torch.Tensor:
+    """C = epilogue(A @ B) with the single-pass fast-accumulation arithmetic of ``desc``."""
+    check_family(desc, (FAMILY,))
+    return tile_matmul(a, b, desc, **kw)

@@ -1,0 +1,178 @@
+"""Split-K tensor-core GEMM: level-0 contiguous parts in separate programs, merged in order.
+
+Part p (KCut.parts at level 0, an optional contiguous inner level inside it) is chained from
++0 by its own program (fixbits.kernels._tensorcore.part_value), rounded to ``partial_dtype``
+and written to a workspace [P, M, N]. A second kernel then sums the parts in order starting
+from +0, rounding each add to ``merge_dtype``, rounds to ``out_dtype`` and runs the fused
+epilogue. No atomics anywhere: the merge order is the loop order. Parts the cut leaves empty
+hold +0; elements a ``tail_dropped`` cut never assigns are never read (the cuBLAS defect).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import triton
+import triton.language as tl
+
+from fixbits.desc import GEMMDesc
+from fixbits.kernels._host import (
+    LAUNCH_OPTS,
+    EpilogueArgs,
+    KernelConfig,
+    check_config,
+    check_operands,
+    epilogue_args,
+    fit_config,
+    out_code,
+    torch_dtype,
+)
+from fixbits.kernels._tensorcore import part_value, tile_coords
+from fixbits.kernels.epilogue import OUT_CODES, epilogue_store, round_to
+from fixbits.kernels.plan import TensorCorePlan, UnsupportedDesc, tensor_core_plan
+from fixbits.kernels.single_pass import groups_for, promo_of
+
+if TYPE_CHECKING:
+    import torch
+
+FAMILY = "splitk"
+MERGE_BLOCK_M = 32
+MERGE_BLOCK_N = 128
+
+
+@triton.jit
+def _splitk_part_kernel(
+    a_ptr, b_ptr, ws_ptr, runs_ptr, offs_ptr,
+    M, N, sam, sak, sbk, sbn, swp, swm, swn,
+    STEP: tl.constexpr, IK: tl.constexpr, PROMO: tl.constexpr, GROUPS: tl.constexpr,
+    RES_FIRST: tl.constexpr, HAS_INNER: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    part = tl.program_id(1)
+    pid_m, pid_n = tile_coords(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    a_rows = a_ptr + (rm % M)[:, None] * sam
+    b_cols = b_ptr + (rn % N)[None, :] * sbn
+    r_lo = tl.load(offs_ptr + part)
+    r_hi = tl.load(offs_ptr + part + 1)
+    val = part_value(a_rows, b_cols, runs_ptr, r_lo, r_hi, sak, sbk, BLOCK_M, BLOCK_N, STEP, IK, BLOCK_K,
+                     PROMO, GROUPS, RES_FIRST, HAS_INNER, NUM_STAGES)  # fmt: skip
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    ptrs = ws_ptr + part * swp + rm[:, None] * swm + rn[None, :] * swn
+    tl.store(ptrs, val.to(ws_ptr.dtype.element_ty), mask=mask)  # the one rounding to partial_dtype
+
+
+@triton.jit
+def _splitk_merge_kernel(
+    ws_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr,
+    stride_rm, stride_rn, stride_gm, stride_gn,
+    P, M, N, swp, swm, swn, som, son,
+    ep_scale0, ep_scale1, ep_scale2, ep_scale3,
+    MERGE: tl.constexpr,
+    EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
+    OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    ptrs = ws_ptr + rm[:, None] * swm + rn[None, :] * swn
+    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for p in range(0, P):
+        x = tl.load(ptrs + p * swp, mask=mask, other=0.0).to(tl.float32)
+        total = round_to(total + x, MERGE)  # one RN add in merge_dtype (fp32 add then RN is exact here)
+    epilogue_store(
+        total, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
+        stride_rm, stride_rn, stride_gm, stride_gn,
+        ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
+    )  # fmt: skip
+
+
+def launch_merge(
+    desc: GEMMDesc, ws: torch.Tensor, out: torch.Tensor, ep: EpilogueArgs, *, gelu_tanh_fma: bool
+) -> Any:
+    p, m, n = ws.shape
+    grid = (triton.cdiv(m, MERGE_BLOCK_M), triton.cdiv(n, MERGE_BLOCK_N))
+    return _splitk_merge_kernel[grid](
+        ws, out, *ep.kernel_args(out),
+        p, m, n, ws.stride(0), ws.stride(1), ws.stride(2), out.stride(0), out.stride(1),
+        *ep.plan.scales,
+        MERGE=OUT_CODES[desc.merge_dtype],
+        EP0=ep.plan.codes[0], EP1=ep.plan.codes[1], EP2=ep.plan.codes[2], EP3=ep.plan.codes[3],
+        OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
+        BLOCK_M=MERGE_BLOCK_M, BLOCK_N=MERGE_BLOCK_N, num_warps=4, **LAUNCH_OPTS,
+    )  # fmt: skip
+
+
+def launch_parts(
+    desc: GEMMDesc,
+    plan: TensorCorePlan,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    ws: torch.Tensor,
+    cfg: KernelConfig,
+) -> Any:
+    import torch
+
+    m, n = a.shape[0], b.shape[1]
+    runs, offs = plan.tables()
+    runs_t = torch.from_numpy(runs.reshape(-1)).to(a.device)
+    offs_t = torch.from_numpy(offs).to(a.device)
+    grid = (triton.cdiv(m, cfg.BLOCK_M) * triton.cdiv(n, cfg.BLOCK_N), plan.n_parts)
+    return _splitk_part_kernel[grid](
+        a, b, ws, runs_t, offs_t,
+        m, n, a.stride(0), a.stride(1), b.stride(0), b.stride(1), ws.stride(0), ws.stride(1), ws.stride(2),
+        STEP=desc.k_loop_step, IK=desc.instruction_k, PROMO=promo_of(desc), GROUPS=groups_for(desc, cfg),
+        RES_FIRST=desc.residue == "first", HAS_INNER=plan.has_inner,
+        BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
+        NUM_STAGES=cfg.num_stages, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
+    )  # fmt: skip
+
+
+def check_family(desc: GEMMDesc, families: tuple[str, ...]) -> None:
+    if desc.family not in families:
+        raise UnsupportedDesc(f"descriptor family {desc.family!r} is not one of {families}")
+
+
+def splitk_core(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    desc: GEMMDesc,
+    *,
+    bias: Any = None,
+    residual: Any = None,
+    gate: Any = None,
+    config: KernelConfig | None = None,
+    out: torch.Tensor | None = None,
+    gelu_tanh_fma: bool = True,
+    reverse_merge: bool = False,
+) -> torch.Tensor:
+    """Parts then ordered merge. ``reverse_merge`` is the planted defect the suites must catch."""
+    import torch
+
+    m, n, k = check_operands(desc, a, b)
+    cfg = fit_config(desc, config or KernelConfig())
+    check_config(desc, cfg)
+    ep = epilogue_args(desc, m, n, bias, residual, gate)
+    plan = tensor_core_plan(desc, k)
+    if out is None:
+        out = torch.empty((m, n), dtype=torch_dtype(desc.out_dtype), device=a.device)
+    if not (m and n):
+        return out
+    ws = torch.empty((plan.n_parts, m, n), dtype=torch_dtype(desc.partial_dtype), device=a.device)
+    launch_parts(desc, plan, a, b, ws, cfg)
+    if reverse_merge:
+        ws = ws.flip(0)
+    launch_merge(desc, ws, out, ep, gelu_tanh_fma=gelu_tanh_fma)
+    return out
+
+
+def splitk_matmul(a: torch.Tensor, b: torch.Tensor, desc: GEMMDesc, **kw: Any) -> torch.Tensor:
+    """C = epilogue(merge of the level-0 parts of ``desc``), fast accumulation inside each part."""
+    check_family(desc, (FAMILY,))
+    return splitk_core(a, b, desc, **kw)

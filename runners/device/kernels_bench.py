@@ -1,0 +1,16 @@
+"""Device wrapper: the GEMM benchmark (benchmarks/gemm/bench.py) with the runner conventions.
+
+PYTHONPATH=<repo> python3 runners/device/kernels_bench.py --out DIR [--budget-s 360]
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":
+    repo = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(repo))
+    sys.argv = [str(repo / "benchmarks" / "gemm" / "bench.py"), *sys.argv[1:]]
+    runpy.run_path(sys.argv[0], run_name="__main__")

@@ -1,0 +1,177 @@
+"""Child process of tests/test_kernels_interp.py, run with TRITON_INTERPRET=1 (Triton on numpy).
+
+The interpreter reproduces the scalar families bit for bit (an fp32 fma of fp16/bf16 products is
+one rounding of an exact product, which numpy's multiply-then-add also gives), but not the
+tensor-core block model: there the inputs are small integers, so every order gives the exact
+sum and any difference is an indexing or masking bug. (*) Triton 3.6's interpreter keeps bf16
+as raw uint16: its tl.dot multiplies the raw bits and its fp32 -> bf16 cast is not round to
+nearest, so bf16 dots, bf16 partials and bf16 outputs are left to the GPU suite here (bf16
+inputs to the scalar kernels are fine: they are widened exactly). Usage: python this.py CASE.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+
+def _setup():
+    from fixbits.kernels._interp import patch
+
+    patch()
+
+
+def _t(x, dtype):
+    from fixbits.kernels.backend import to_torch
+
+    return to_torch(x, dtype, "cpu")
+
+
+def _n(t, dtype):
+    from fixbits.kernels.backend import to_numpy
+
+    return to_numpy(t, dtype)
+
+
+def _eq(got: np.ndarray, want: np.ndarray, ctx: str) -> None:
+    """Raw bits, except that a NaN's payload is the host CPU's here (x86 numpy makes 0xfe00 where
+    the GPU and the emulator make 0x7fff), so NaNs must sit at the same places, payload aside."""
+    from fixbits.testing import assert_bitwise_equal
+
+    g_nan = np.isnan(got.astype(np.float32))
+    w_nan = np.isnan(want.astype(np.float32))
+    assert np.array_equal(g_nan, w_nan), f"{ctx}: NaN at different places: {np.argwhere(g_nan != w_nan)[:5]}"
+    got, want = got.copy(), want.copy()
+    got[g_nan] = 0
+    want[w_nan] = 0
+    assert_bitwise_equal(got, want, context=ctx)
+
+
+def _ints(shape, dtype, seed):
+    import ml_dtypes
+
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-4, 5, size=shape).astype(np.float32)
+    np_dt = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn}[dtype]
+    return x.astype(np_dt)
+
+
+def case_tensor_core_indexing() -> None:
+    from fixbits.desc import GEMMDesc, KCut
+    from fixbits.emulate import emulate
+    from fixbits.kernels._host import KernelConfig
+    from fixbits.kernels.matmul import matmul
+
+    cfgs = [KernelConfig(16, 16, 16, 1, 1, 1), KernelConfig(32, 16, 64, 2, 2, 2, GROUPS=2),
+            KernelConfig(16, 32, 128, 4, 4, 3)]  # fmt: skip
+    base = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp32")
+    descs = [
+        base,
+        base.replace(residue="first", out_dtype="fp16"),
+        base.replace(out_dtype="bf16", use_fast_accum=False, promotion_interval=3),  # bf16 dots: GPU only (*)
+        base.replace(use_fast_accum=False, promotion_interval=2, residue="first"),
+        base.replace(k_cuts=(KCut("contiguous", count=3),), partial_dtype="fp16"),
+        base.replace(k_cuts=(KCut("contiguous", count=5, granule=64, span_rule="tail_dropped"),)),
+        base.replace(
+            k_cuts=(KCut("contiguous", span=100), KCut("contiguous", span=40)),
+            use_fast_accum=False,
+            promotion_interval=1,
+        ),  # fmt: skip
+    ]
+    for d in descs:
+        for m, n, k in ((5, 7, 333), (33, 20, 64), (1, 1, 17)):
+            a, b = _ints((m, k), d.in_dtype, m + k), _ints((k, n), d.in_dtype, n + k + 1)
+            want = emulate(d, a, b)
+            for cfg in cfgs:
+                got = _n(matmul(_t(a, d.in_dtype), _t(b, d.in_dtype), desc=d, config=cfg), d.out_dtype)
+                _eq(got, want, f"{d.family} {d.short_hash} {m}x{n}x{k} {cfg.label()}")
+
+
+def case_scalar_vs_emulator() -> None:
+    from fixbits.desc import GEMMDesc, KCut
+    from fixbits.emulate import emulate
+    from fixbits.inputs import draw
+    from fixbits.kernels._scalar import scalar_nest_matmul
+    from fixbits.kernels.gemv_workspace import gemv_workspace_matmul
+
+    base = GEMMDesc(arch="sm_90", instruction="fma", instruction_k=1, in_dtype="fp16", out_dtype="fp32")
+    descs = [
+        base,
+        base.replace(k_cuts=(KCut("contiguous", count=4),), partial_dtype="fp16", out_dtype="fp16"),
+        base.replace(k_cuts=(KCut("contiguous", count=3), KCut("contiguous", span=7)), in_dtype="bf16"),
+        base.replace(k_cuts=(KCut("strided", count=8, span=4, merge="butterfly_down"),)),
+        base.replace(k_cuts=(KCut("strided", count=8, span=2, merge="butterfly_up"),), out_dtype="fp16"),
+        base.replace(
+            k_cuts=(
+                KCut("contiguous", count=2, merge="butterfly_up"),
+                KCut("strided", count=4, span=3, merge="butterfly_down"),
+            ),
+            partial_dtype="fp16",
+            merge_dtype="fp16",
+            in_dtype="bf16",
+        ),  # fmt: skip
+    ]
+    for d in descs:
+        for kind in ("ordinary", "wide"):
+            for m, n, k in ((2, 9, 101), (1, 17, 64)):
+                seed = m * 1000 + n * 10 + k
+                a, b = draw((m, k), d.in_dtype, kind, seed), draw((k, n), d.in_dtype, kind, seed + 1)
+                want = emulate(d, a, b)
+                ctx = f"{d.family} {d.short_hash} {kind} seed={seed} {m}x{n}x{k}"
+                got = _n(scalar_nest_matmul(_t(a, d.in_dtype), _t(b, d.in_dtype), d), d.out_dtype)
+                _eq(got, want, ctx)
+                for tile in ((1, 16), (2, 32)):
+                    got = _n(
+                        scalar_nest_matmul(_t(a, d.in_dtype), _t(b, d.in_dtype), d, tile=tile), d.out_dtype
+                    )
+                    _eq(got, want, ctx + f" tile={tile}")
+                if d.k_cuts:
+                    got = _n(gemv_workspace_matmul(_t(a, d.in_dtype), _t(b, d.in_dtype), d), d.out_dtype)
+                    _eq(got, want, ctx + " workspace")
+
+
+def case_epilogue_vs_emulator() -> None:
+    from fixbits.desc import EpilogueOp, GEMMDesc
+    from fixbits.emulate import emulate
+    from fixbits.inputs import draw
+    from fixbits.kernels.matmul import matmul
+
+    base = GEMMDesc(arch="sm_90", instruction="fma", instruction_k=1, in_dtype="fp16")
+    for out in ("fp16", "fp32"):  # bf16 rounding: GPU only (*)
+        for ops in ((EpilogueOp("bias"),), (EpilogueOp("relu"),), (EpilogueOp("residual"),),
+                    (EpilogueOp("scale", 0.3),), (EpilogueOp("bias"), EpilogueOp("relu"), EpilogueOp("scale", 1.7),
+                                                  EpilogueOp("residual"))):  # fmt: skip
+            d = base.replace(out_dtype=out, epilogue=ops)
+            m, n, k = 3, 20, 50
+            a, b = draw((m, k), "fp16", "wide", 7), draw((k, n), "fp16", "wide", 8)
+            bias = draw((n,), out, "wide", 9)
+            res = draw((m, n), out, "wide", 10)
+            want = emulate(d, a, b, bias=bias, residual=res)
+            got = matmul(_t(a, "fp16"), _t(b, "fp16"), desc=d, bias=_t(bias, out), residual=_t(res, out))
+            _eq(_n(got, out), want, f"epilogue {[o.kind for o in ops]} -> {out}")
+
+
+def case_planted_reverse_merge() -> None:
+    """+L, -L, r in three split-K parts: in order r survives, merged backwards it is absorbed."""
+    from fixbits.desc import GEMMDesc, KCut
+    from fixbits.emulate import emulate
+    from fixbits.kernels.splitk import splitk_core
+
+    d = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp32",
+                 k_cuts=(KCut("contiguous", count=3),))  # fmt: skip
+    a = np.ones((1, 48), dtype=np.float16)
+    b = np.zeros((48, 1), dtype=np.float16)
+    a[0, 0], a[0, 16] = 2.0**15, 2.0**15
+    b[0, 0], b[16, 0], b[32, 0] = 2.0**15, -(2.0**15), 1.0
+    want = emulate(d, a, b)
+    good = _n(splitk_core(_t(a, "fp16"), _t(b, "fp16"), d), "fp32")
+    bad = _n(splitk_core(_t(a, "fp16"), _t(b, "fp16"), d, reverse_merge=True), "fp32")
+    _eq(good, want, "in-order merge")
+    assert float(good[0, 0]) == 1.0 and float(bad[0, 0]) == 0.0, (good, bad)
+
+
+if __name__ == "__main__":
+    _setup()
+    globals()[f"case_{sys.argv[1]}"]()
+    print("ok", sys.argv[1])
