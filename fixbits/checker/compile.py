@@ -66,14 +66,20 @@ def aot_compile(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], target: 
     kwargs = dict(kwargs)
     kwargs.pop("grid", None)
     kwargs.pop("warmup", None)
+    # the same option knobs JITFunction.run adds before binding (3.6: debug, instrumentation_mode;
+    # 3.9 also fpsan_homomorphic_casts)
     kwargs["debug"] = kwargs.get("debug", getattr(fn, "debug", None)) or knobs.runtime.debug
-    if hasattr(knobs.compilation, "instrumentation_mode"):
-        kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
+    for knob in ("instrumentation_mode", "fpsan_homomorphic_casts"):
+        if hasattr(knobs.compilation, knob):
+            kwargs[knob] = getattr(knobs.compilation, knob)
     backend = make_backend(target)
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     bound_args, specialization, options = binder(*args, **kwargs)
-    opts = backend.parse_options(options)
-    signature, constexprs, attrs = _pack(fn, backend, bound_args, specialization)
+    if hasattr(fn, "_pack_args"):  # the JIT's own packing: signature, constexprs, attributes
+        opts, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
+    else:
+        opts = backend.parse_options(options)
+        signature, constexprs, attrs = _pack(fn, backend, bound_args, specialization)
     src = ASTSource(fn, signature, constexprs, attrs)
     k = triton.compile(src, target=target, options=opts.__dict__)
     isa = "ptx" if "ptx" in k.asm else "amdgcn"

@@ -462,9 +462,13 @@ class LoopSummary:
         return self._full_cache
 
     def single_accumulator(self) -> bool:
-        """True when every MMA chain of the loop belongs to one instruction stream (one set of
-        accumulators). Two sets (k-groups: tile t into accumulator t mod G) regroup the K sum
-        with BLOCK_K, so the chunk must then stay in the key."""
+        """True when every MMA chain of the loop is one instruction stream (one accumulator set).
+
+        Two sets may be k-groups (tile t into accumulator t mod G), which regroup the K sum
+        with BLOCK_K; a shared-memory descriptor names a place, not the data it holds at that
+        moment, so sets cannot be told apart from an M or N split by their operands. They keep
+        the chunk in the key (an over-split for M/N splits, never a false "equal").
+        """
         if self._single is None:
             sets = set()
             for r in self.carried:
