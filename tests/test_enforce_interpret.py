@@ -133,3 +133,27 @@ def test_chunked_two_stage_free_varies_pinned_does_not(interp) -> None:
     r = check_pair(e, "fp32", "wide", 7, "cpu", cpu_shape=True, configs=cfgs)
     assert r.pinned_invariant and r.model_equal, f"seed=7: pinned {r.classes('pinned')} model {r.model}"
     assert r.classes("free")["dw"] > 1, f"seed=7: free dW gave {r.classes('free')['dw']} class: no contrast"
+
+
+def test_axis_none_keep_dims_shape_matches_tl_sum(interp) -> None:
+    import torch
+    import triton
+    import triton.language as tl
+
+    global _tree_sum
+    _tree_sum = interp.tree_sum
+
+    @triton.jit
+    def k(X, Y):
+        r = tl.arange(0, 4)[:, None]
+        c = tl.arange(0, 8)[None, :]
+        x = tl.load(X + r * 8 + c)
+        s = _tree_sum(x, None, True)
+        t = tl.sum(x, None, True)
+        tl.static_assert(len(s.shape) == len(t.shape))
+        tl.store(Y + r * 0 + c * 0, s + x * 0)
+
+    x = np.arange(32, dtype=np.float32)
+    y = torch.zeros(1)
+    k[(1,)](torch.from_numpy(x), y)
+    assert y.item() == float(x.sum())

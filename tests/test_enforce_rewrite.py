@@ -14,6 +14,7 @@ from triton.compiler import ASTSource
 
 from fixbits.enforce import inner_tree, pin, pinned_source, report
 from fixbits.enforce import switch as sw
+from fixbits.enforce.tree import tree_sum
 
 
 @triton.jit
@@ -51,6 +52,16 @@ def no_sum_kernel(X, Y, BLOCK: tl.constexpr):
 def row_kernel(X, Y, BLOCK: tl.constexpr):
     o = tl.arange(0, BLOCK)
     tl.store(Y, tl.sum(tl.load(X + o), axis=0))
+
+
+@triton.jit
+def keepdims_kernel(X, Y, BLOCK: tl.constexpr):
+    r = tl.arange(0, 4)[:, None]
+    c = tl.arange(0, BLOCK)[None, :]
+    x = tl.load(X + r * BLOCK + c)
+    s = tree_sum(x, None, True)
+    tl.static_assert(len(s.shape) == 2)
+    tl.store(Y + r * 0 + c * 0, s + tree_sum(x, 1, True) * 0)
 
 
 _SIG = {"X": "*fp32", "Y": "*fp32", "BLOCK": "constexpr"}
@@ -101,6 +112,10 @@ def test_pinned_kernel_compiles_with_count_up_shuffles_free_counts_down() -> Non
     assert _offsets(p)[:5] == [1, 2, 4, 8, 16], _offsets(p)
     assert _offsets(f)[:5] == [16, 8, 4, 2, 1], _offsets(f)
     assert "add.rn.f32" in p and "add.rn.f32" not in f
+
+
+def test_tree_sum_keep_dims_compiles_for_axis_none_and_axis() -> None:
+    assert "add.rn.f32" in _ptx(keepdims_kernel, block=64)
 
 
 def test_integer_sums_stay_triton_sums() -> None:

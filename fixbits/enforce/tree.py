@@ -61,6 +61,11 @@ def _numel(dims):
 
 
 @triton.constexpr_function
+def _ones(rank):
+    return (1, ) * rank
+
+
+@triton.constexpr_function
 def _is_narrow_float(dt):
     return dt.is_floating() and dt.primitive_bitwidth < 32
 
@@ -136,13 +141,16 @@ def tree_reduce(x, axis: tl.constexpr, combine_fn: tl.constexpr, keep_dims: tl.c
     two (as every Triton block extent is).
     """
     if axis is None:
-        N: tl.constexpr = _numel(_dims(x.shape))
+        D0: tl.constexpr = _dims(x.shape)
+        N: tl.constexpr = _numel(D0)
         LOGN: tl.constexpr = _log2(N)
         y = tl.reshape(x, (N, ))
         if LOGN == 0:
             r = _tree_last_axes(y, 0, 1, combine_fn)
         else:
             r = _tree_last_axes(tl.reshape(y, _split_shape((N, ), 0, LOGN)), 0, LOGN, combine_fn)
+        if keep_dims:
+            r = tl.broadcast_to(r, _ones(len(D0)))
         return r
     else:
         D: tl.constexpr = _dims(x.shape)
