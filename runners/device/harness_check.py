@@ -65,7 +65,8 @@ def test_cpu_part(i, seed):
 
 
 def run_pytest(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)  # keep carried wheels
+    env = {**os.environ, "PYTHONPATH": path}
     return subprocess.run(
         [sys.executable, "-m", "pytest", *args],
         cwd=cwd,
