@@ -342,7 +342,8 @@ def pytest_command(
     selection: Selection, *, junit: Path, arch: str, seed: str | None, workers: str, extra: Sequence[str] = ()
 ) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", *selection.paths, f"--junitxml={junit}", "-p", "no:cacheprovider"]
-    cmd += ["--arch", arch, "--mode", selection.mode, "-rs"]
+    # xunit1 keeps record_property output (the drift properties) whatever the rootdir's ini says
+    cmd += ["-o", "junit_family=xunit1", "--arch", arch, "--mode", selection.mode, "-rs"]
     if seed is not None:
         cmd += ["--seed", seed]
     if workers not in ("0", ""):

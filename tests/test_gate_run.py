@@ -20,7 +20,7 @@ import yaml
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[1]
 
-RECORDED = {
+RECORDED: dict[str, object] = {
     "gpu_name": "NVIDIA H200",
     "sm": "sm_90",
     "sm_count": 132,
@@ -32,7 +32,7 @@ RECORDED = {
     "triton": "3.6.0",
 }
 # a CPU machine's fingerprint (what --fingerprint feeds the gate instead of probing torch)
-CPU_ENV = {
+CPU_ENV: dict[str, object] = {
     "gpu_name": None,
     "sm": None,
     "sm_count": None,

@@ -261,7 +261,7 @@ def match_rate_svg(families: Sequence[FamilyStat]) -> str | None:
     names = [f.family for f in rows]
     rates = [100.0 * (f.match_rate or 0.0) for f in rows]
     colours = ["#1a7f37" if f.failed == 0 else "#cf222e" for f in rows]
-    ax.barh(names, rates, color=colours)
+    ax.barh(names, rates, color=colours, height=0.6)
     for i, f in enumerate(rows):
         ax.text(min(rates[i], 100) + 1, i, f"{f.passed}/{f.ran}", va="center", fontsize=9)
     ax.set_xlim(0, 115)
@@ -282,7 +282,7 @@ def speed_svg(speeds: Sequence[SpeedRatio], *, limit: int = 40) -> str | None:
     fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(groups) + 1.0))
     names = [g[0] for g in groups]
     vals = [g[1] for g in groups]
-    ax.barh(names, vals, color=["#0969da" if v >= 1.0 else "#bc4c00" for v in vals])
+    ax.barh(names, vals, color=["#0969da" if v >= 1.0 else "#bc4c00" for v in vals], height=0.6)
     ax.axvline(1.0, color="black", linewidth=1)
     ax.set_xlabel("speed ratio (> 1: faster than the reference)")
     ax.invert_yaxis()
@@ -376,6 +376,13 @@ def page(o: GateOutcome) -> str:
                 numeric=(0, 1, 2, 3, 4),
             )
         )
+    rows = _drift_rows(o)
+    if rows:
+        total = len(s.problems) if s is not None else len(rows)
+        more = f" (first {len(rows)} of {total}; all in junit.xml)" if total > len(rows) else ""
+        title = "Drift" if s is not None and s.failed else "Errors (no drift verdict)"
+        parts.append(f"<h2 class='bad'>{title}{_e(more)}</h2>")
+        parts.append(_table(_DRIFT_HEAD, rows, mono=(0, 2, 4, 6, 7)))
     plots = [p for p in (match_rate_svg(o.families), speed_svg(o.speeds)) if p]
     if plots:
         parts.append("<div class='plots'>" + "".join(f"<figure>{p}</figure>" for p in plots) + "</div>")
@@ -395,13 +402,6 @@ def page(o: GateOutcome) -> str:
                 row_class=["changed" if f.failed or f.errors else "" for f in o.families],
             )
         )
-    rows = _drift_rows(o)
-    if rows:
-        total = len(s.problems) if s is not None else len(rows)
-        more = f" (first {len(rows)} of {total}; all in junit.xml)" if total > len(rows) else ""
-        title = "Drift" if s is not None and s.failed else "Errors (no drift verdict)"
-        parts.append(f"<h2 class='bad'>{title}{_e(more)}</h2>")
-        parts.append(_table(_DRIFT_HEAD, rows, mono=(0, 2, 4, 6, 7)))
     groups = speed_groups(o.speeds)
     if groups:
         parts.append("<h2>Speed ratios</h2>")

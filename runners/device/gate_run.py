@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+VERDICTS = {0: "no drift", 1: "drift", 2: "could not run"}
 MARGIN_S = 45  # fingerprint, report writing and the runner check fit in this
 
 
@@ -97,7 +98,7 @@ def main() -> int:
     rows.append(
         (
             "gate exit",
-            f"{rc_gate} ({ {0: 'no drift', 1: 'drift', 2: 'could not run'}.get(rc_gate, 'killed') }) "
+            f"{rc_gate} ({VERDICTS.get(rc_gate, 'killed') if rc_gate is not None else 'killed'}) "
             f"in {t_gate:.0f} s",
         )
     )
