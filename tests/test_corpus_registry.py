@@ -115,3 +115,15 @@ def test_golden_round_trip_and_cpu_replay_detects_a_tampered_hash(tmp_path: Path
     assert golden.replay_cpu(loaded[0])[0] is True
     ok, got = golden.replay_cpu(loaded[1])
     assert ok is False and got == sha
+
+
+def test_explore_space_extends_the_official_one(tmp_path: Path) -> None:
+    base = yaml.safe_load(CORPUS_YAML.read_text())
+    k = dict(base["kernels"]["col_sum"], space={"BLOCK_N": [8, 16], "num_warps": [2, 4]},
+             explore={"BLOCK_N": [64], "num_warps": [1]})
+    e = load_corpus(_write(tmp_path, dict(base, kernels={"k": k})))[0]
+    off, wide = e.configs(), e.configs(explore=True)
+    assert wide[: len(off)] == off and len(off) == 4 and len(wide) == 9
+    bad = dict(base, kernels={"k": dict(k, explore={"ROWS": [2]})})
+    with pytest.raises(ValueError, match="kernels.k.explore.ROWS: not an axis of space"):
+        load_corpus(_write(tmp_path, bad))

@@ -33,15 +33,28 @@ class CorpusEntry:
     shape: tuple[tuple[str, int], ...]
     cpu_shape: tuple[tuple[str, int], ...]
     space: tuple[tuple[str, tuple[int, ...]], ...]
+    explore: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def load(self) -> ModuleType:
         """Import the kernel module (imports triton)."""
         return importlib.import_module(self.module)
 
-    def configs(self) -> tuple[Config, ...]:
-        keys = [k for k, _ in self.space]
+    def configs(self, explore: bool = False) -> tuple[Config, ...]:
+        """The config space (cartesian product); with explore=True, the wider exploration space
+        (each axis widened by the `explore` values) after the official configs."""
+        base = self._product(self.space)
+        if not explore or not self.explore:
+            return base
+        extra = dict(self.explore)
+        wide = tuple((k, tuple(sorted(set(v) | set(extra.get(k, ()))))) for k, v in self.space)
+        seen = {c.label() for c in base}
+        return base + tuple(c for c in self._product(wide) if c.label() not in seen)
+
+    @staticmethod
+    def _product(space: tuple[tuple[str, tuple[int, ...]], ...]) -> tuple[Config, ...]:
+        keys = [k for k, _ in space]
         out = []
-        for combo in itertools.product(*(v for _, v in self.space)):
+        for combo in itertools.product(*(v for _, v in space)):
             d = dict(zip(keys, combo, strict=True))
             blocks = tuple((k, d[k]) for k in keys if k not in _LAUNCH_KEYS)
             out.append(Config(blocks, d.get("num_warps", 4), d.get("num_stages", 1)))
@@ -88,8 +101,17 @@ def load_corpus(path: Path = CORPUS_YAML) -> tuple[CorpusEntry, ...]:
             if sk not in _LAUNCH_KEYS and any(x & (x - 1) for x in sv):
                 raise _err(path, f"{k}.space.{sk}", f"block sizes must be powers of two, got {sv}")
             sp.append((str(sk), tuple(int(x) for x in sv)))
+        ex = []
+        for sk, sv in (e.get("explore") or {}).items():
+            if sk not in space:
+                raise _err(path, f"{k}.explore.{sk}", f"not an axis of space ({sorted(space)})")
+            if not isinstance(sv, list) or not all(isinstance(x, int) and x > 0 for x in sv):
+                raise _err(path, f"{k}.explore.{sk}", f"expected a list of positive ints, got {sv!r}")
+            if sk not in _LAUNCH_KEYS and any(x & (x - 1) for x in sv):
+                raise _err(path, f"{k}.explore.{sk}", f"block sizes must be powers of two, got {sv}")
+            ex.append((str(sk), tuple(int(x) for x in sv)))
         out.append(CorpusEntry(str(name), str(e["module"]), dts, _int_map(path, f"{k}.shape", e["shape"]),
-                               _int_map(path, f"{k}.cpu_shape", e["cpu_shape"]), tuple(sp)))
+                               _int_map(path, f"{k}.cpu_shape", e["cpu_shape"]), tuple(sp), tuple(ex)))
     return tuple(out)
 
 

@@ -20,6 +20,30 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 
+def _warm(name: str, dtype: str, explore: bool) -> str:
+    """Compile (launch once) every config of both modes, so the timing process hits the cache."""
+    import torch
+
+    from fixbits.corpus.common import to_device
+    from fixbits.corpus.registry import entry
+
+    t0 = time.time()
+    e = entry(name)
+    mod = e.load()
+    shape = e.shape_dict()
+    inputs = {k: to_device(v, "cuda") for k, v in mod.make_inputs(shape, dtype, "ordinary", 0).items()}
+    bad = []
+    for cfg in e.configs(explore=explore):
+        for pinned in (True, False):
+            try:
+                mod.launch(inputs, shape, cfg, pinned, aux=False)
+            except Exception as ex:
+                bad.append(f"{'pinned' if pinned else 'free'} {cfg.label()}: {type(ex).__name__}: "
+                           f"{str(ex).splitlines()[:2]}")
+    torch.cuda.synchronize()
+    return f"warm {name}/{dtype}: {time.time() - t0:.0f}s" + ("".join(f"\n   {b}" for b in bad))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True, type=Path)
@@ -29,6 +53,8 @@ def main() -> int:
     ap.add_argument("--max-rounds", type=int, default=7)
     ap.add_argument("--target-spread", type=float, default=0.03)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--workers", type=int, default=12, help="processes that precompile (0: none)")
+    ap.add_argument("--no-explore", action="store_true", help="skip the widened-space pass")
     args = ap.parse_args()
     t0 = time.time()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -40,6 +66,20 @@ def main() -> int:
     from fixbits.corpus.timing import measure_pair
 
     todo = [(e, d) for e, d in pairs() if not args.only or e.name in args.only]
+    explore_of = {(e.name, d): (not args.no_explore and bool(e.explore) and d == e.dtypes[0]) for e, d in todo}
+    if args.workers > 0:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        print(f"precompiling {len(todo)} pairs on {args.workers} processes", flush=True)
+        with cf.ProcessPoolExecutor(max_workers=args.workers, mp_context=mp.get_context("spawn")) as pool:
+            futs = [pool.submit(_warm, e.name, d, explore_of[(e.name, d)]) for e, d in todo]
+            for f in cf.as_completed(futs):
+                try:
+                    print(f.result(), flush=True)
+                except Exception as ex:
+                    print(f"warm CRASH {type(ex).__name__}: {ex}", flush=True)
+        print(f"precompile done at {time.time() - t0:.0f}s", flush=True)
     rows = []
     details = []
     for i, (e, d) in enumerate(todo):
@@ -69,10 +109,34 @@ def main() -> int:
                "ratio": ratio, "spread": spread, "rounds": len(ratios), "budget": b, "verdict": verdict(ratio, b),
                "free_best": res.free.best_config, "pinned_best": res.pinned.best_config,
                "errors": len(res.errors)}
+        if explore_of[(e.name, d)] and time.time() - t0 < args.budget_s * 0.9:
+            extra = e.configs(explore=True)[len(e.configs()):]
+            try:
+                ex_res = measure_pair(e, d, rounds=2, reps=args.reps, configs=extra)
+                pin_all = dict(res.pinned.per_config_us) | dict(ex_res.pinned.per_config_us)
+                free_all = dict(res.free.per_config_us) | dict(ex_res.free.per_config_us)
+                pb = min(pin_all, key=pin_all.__getitem__)
+                fb = min(free_all, key=free_all.__getitem__)
+                row["explore_ratio"] = free_all[fb] / pin_all[pb]
+                row["explore_pinned_best"] = pb
+                row["explore_free_best"] = fb
+                res_pin_cfg = {**pin_all}
+                res_free_cfg = {**free_all}
+                print(f"   explore ({len(extra)} more configs): pinned {pin_all[pb]:.2f}us [{pb}] free "
+                      f"{free_all[fb]:.2f}us [{fb}] ratio {row['explore_ratio']:.3f}", flush=True)
+            except Exception as ex:
+                print(f"   explore CRASH {type(ex).__name__}: {ex}", flush=True)
+                res_pin_cfg, res_free_cfg = dict(res.pinned.per_config_us), dict(res.free.per_config_us)
+        else:
+            res_pin_cfg, res_free_cfg = dict(res.pinned.per_config_us), dict(res.free.per_config_us)
+        if ratio < 0.95 or "explore_ratio" in row:
+            for k in sorted(res_pin_cfg, key=res_pin_cfg.__getitem__):
+                print(f"   {k:40s} pinned {res_pin_cfg[k]:9.2f}us free {res_free_cfg.get(k, float('nan')):9.2f}us",
+                      flush=True)
         rows.append(row)
         details.append({**row, "ratios": [round(x, 4) for x in ratios], "errors": list(res.errors),
-                        "pinned_per_config_us": {k: round(v, 2) for k, v in res.pinned.per_config_us},
-                        "free_per_config_us": {k: round(v, 2) for k, v in res.free.per_config_us}})
+                        "pinned_per_config_us": {k: round(v, 2) for k, v in res_pin_cfg.items()},
+                        "free_per_config_us": {k: round(v, 2) for k, v in res_free_cfg.items()}})
         print(f"{e.name}/{d}: free {row['free_us']:.2f}us pinned {row['pinned_us']:.2f}us ratio {ratio:.3f} "
               f"spread {spread:.3f} rounds {len(ratios)} [{row['verdict']}]", flush=True)
 

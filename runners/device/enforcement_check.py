@@ -156,6 +156,10 @@ def main() -> int:
             speed_rows.append(row)
             _log(f"speed {e.name}/{d}: free {row['free_us']}us [{row['free_best']}] pinned {row['pinned_us']}us "
                  f"[{row['pinned_best']}] ratio {row['ratio']} spread {row['spread']}")
+            if s.ratio < 0.95:
+                fr = dict(s.free.per_config_us)
+                for k, v in sorted(s.pinned.per_config_us, key=lambda kv: kv[1]):
+                    _log(f"   {k:40s} pinned {v:9.2f}us free {fr.get(k, float('nan')):9.2f}us")
         if speed_rows:
             with open(args.out / "speed.csv", "w", newline="") as fh:
                 w = csv.DictWriter(fh, fieldnames=list(speed_rows[0]))
