@@ -158,7 +158,7 @@ def generate(arch: str, in_dtype: str, out_dtype: str, obs: Observed, hints: dic
     structures: list[tuple[KCut, ...]] = []
     if not dropped and split_hint is None:
         structures.append(())
-    outer = count_cuts(k, _counts(obs, split_hint)) if split_hint is not None else []
+    outer = count_cuts(k, _counts(obs, split_hint) if split_hint is not None else range(2, 5))
     if split_hint is None:
         structures += [(c,) for c in count_cuts(k, _counts(obs, None), ("chain", "butterfly_up", "butterfly_down"))
                        if _boundaries_ok(c, obs)]

@@ -108,19 +108,23 @@ class Packer:
         def flush() -> None:
             if not pending:
                 return
-            var = np.zeros((self.slots, self.k), dtype=np.float64)
-            shared = np.zeros((self.scales, self.k), dtype=np.float64)
+            var = np.zeros((self.slots, self.k), dtype=np.float32)
+            shared = np.zeros((self.scales, self.k), dtype=np.float32)
+            values: set[float] = set()
             for j, vec in enumerate(vectors):
                 for pos, bval in vec.items():
                     shared[j, pos] = bval
+                    values.add(bval)
             reads = []
             for slot, (pl, j) in enumerate(pending):
                 for pos, aval, _ in pl.terms:
                     var[slot, pos] += aval
+                    values.add(aval)
                 reads.append((slot, j) if self.slots_on_rows else (j, slot))
-            for name, arr in (("varying", var), ("shared", shared)):
-                if not np.array_equal(arr.astype(dt).astype(np.float64), arr):
-                    raise ValueError(f"{name} operand value not exact in {self.in_dtype}")
+            vals = np.array(sorted(values), dtype=np.float64)
+            bad = vals[vals.astype(dt).astype(np.float64) != vals]
+            if bad.size:
+                raise ValueError(f"placement value(s) {bad[:4].tolist()} not exact in {self.in_dtype}")
             if self.slots_on_rows:
                 a, b = var.astype(dt), np.ascontiguousarray(shared.T).astype(dt)
             else:

@@ -297,7 +297,17 @@ def canonical_tree(desc: GEMMDesc, k: int) -> Any:
         dt = desc.merge_dtype if level == 0 else "fp32"
         return _merge(cut.merge, parts, dt)
 
-    return walk(list(range(k)), 0)
+    return _output(desc.out_dtype, walk(list(range(k)), 0))
+
+
+def _output(out: str, tree: Any) -> Any:
+    """Final rounding to the output type. round_o(fp32(a + b)) == round_o(a + b) when a and b
+    are both o-values (fp16 / bf16): the exact sum of two 11-bit (8-bit) significands never
+    sits within half an fp32 ulp of an o tie without being on it, so the fp32 step is a no-op."""
+    if (out != "fp32" and isinstance(tree, tuple) and tree and tree[0] == "add"
+            and all(isinstance(x, tuple) and x[:2] == ("round", out) for x in tree[1:])):
+        return ("round", out, tree)
+    return _round(out, tree)
 
 
 def equivalent_on(a: GEMMDesc, b: GEMMDesc, k: int) -> bool:

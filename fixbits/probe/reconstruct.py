@@ -174,7 +174,6 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
             if not profile_launch:
                 raise RuntimeError("launch profiling off")
             from fixbits.cublas.profile import profile_call
-
             from fixbits.inputs import draw
 
             a = draw((rep[0], rep[2]), in_dtype, "ordinary", 1)

@@ -29,7 +29,7 @@ from fixbits.probe.plan import addresses, canonical_tree, predict_many
 from fixbits.probe.walks import Session, WalkRecord, dropped_tail, group_start, rn_start
 
 DTYPE_PAIRS = tuple(itertools.product(("fp32", "fp16", "bf16"), repeat=2))
-_CANON_LIMIT = 40_000  # canonical trees are built for K up to this; beyond, equal predictions + bytes
+_CANON_LIMIT = 1_100_000  # canonical trees are built for K up to this; beyond, equal predictions + bytes
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class ProbeResult:
 
 
 def _windows(k: int, slots: int, limit: int | None) -> list[int]:
-    lim = limit if limit is not None else max(256, min(4096, 96 * slots))
+    lim = limit if limit is not None else max(512, min(2048, 32 * slots))
     if k <= lim:
         return list(range(k))
     head = list(range(min(k, lim)))
@@ -151,30 +151,33 @@ def _pool(f: _Filter, k: int, rng: np.random.Generator, size: int) -> np.ndarray
     return np.array(trip, dtype=np.int64).reshape(-1, 3)
 
 
+def _pairs_per_column(keys: np.ndarray) -> np.ndarray:
+    """For each column, how many pairs of rows share a key (run lengths of the sorted column)."""
+    srt = np.sort(keys, axis=0)
+    c = srt.shape[0]
+    new_run = np.ones_like(srt, dtype=bool)
+    new_run[1:] = srt[1:] != srt[:-1]
+    idx = np.arange(c)[:, None] * np.ones((1, srt.shape[1]), dtype=np.int64)
+    start = np.maximum.accumulate(np.where(new_run, idx, 0), axis=0)
+    return (idx - start).sum(axis=0)
+
+
 def _choose(f: _Filter, q: np.ndarray, budget: int) -> list[tuple[int, int, int]]:
-    """Greedy: placements that split the most candidate groups apart."""
-    preds = np.stack([predict_many(ad, q[:, 0], q[:, 1], q[:, 2]) for _, ad in f.items])  # (C, Q)
+    """Greedy: placements that split the most candidate pairs apart."""
+    preds = np.stack([predict_many(ad, q[:, 0], q[:, 1], q[:, 2]) for _, ad in f.items]).astype(np.int64)  # (C, Q)
     n = preds.shape[0]
     labels = np.zeros(n, dtype=np.int64)
     chosen: list[int] = []
     for _ in range(budget):
-        best, best_score = -1, 0
-        # score: number of candidate pairs newly separated
-        for j in range(preds.shape[1]):
-            if j in chosen:
-                continue
-            key = labels * 4 + preds[:, j]
-            _, counts = np.unique(key, return_counts=True)
-            _, old = np.unique(labels, return_counts=True)
-            score = int((old * (old - 1)).sum() - (counts * (counts - 1)).sum())
-            if score > best_score:
-                best, best_score = j, score
-        if best < 0:
+        old = int(_pairs_per_column(labels[:, None]).sum())
+        if old == 0:
+            break
+        scores = old - _pairs_per_column(labels[:, None] * 4 + preds)
+        best = int(np.argmax(scores))
+        if scores[best] <= 0:
             break
         chosen.append(best)
         _, labels = np.unique(labels * 4 + preds[:, best], return_inverse=True)
-        if len(np.unique(labels)) == n:
-            break
     return [tuple(int(x) for x in q[j]) for j in chosen]  # type: ignore[misc]
 
 
@@ -348,7 +351,7 @@ def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, A
     # descriptors equal in tree are one answer; else ambiguous
     by_class: dict[Any, list[GEMMDesc]] = {}
     for d in surv:
-        by_class.setdefault((_class_key(d, k), d.partial_dtype, d.merge_dtype), []).append(d)
+        by_class.setdefault(_class_key(d, k) if k <= _CANON_LIMIT else (d.to_json(),), []).append(d)
     if len(by_class) > 1:
         notes.append(f"{len(by_class)} non-equivalent descriptors survive every test")
         return result("ambiguous", None, surv, n_cands, checked)

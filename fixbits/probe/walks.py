@@ -17,7 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from fixbits.probe.placements import Call, Magnitudes, Packer, Placement, lr_placement, magnitudes, read, read_bits
+from fixbits.probe.placements import (
+    Call,
+    Magnitudes,
+    Packer,
+    Placement,
+    lr_placement,
+    magnitudes,
+    read,
+    read_bits,
+)
 
 # outcome classes of one ±L / r placement (plan.predict_many's codes)
 ABSORBED, SURVIVES, BIG, OTHER = 0, 1, 2, 3

@@ -1,0 +1,179 @@
+"""emulate -> probe -> the same descriptor (or one with the same canonical tree on that K).
+
+The black box is the CPU emulator run with a random descriptor of each family; the prober
+sees only gemm(a, b). Equality is checked as bit-equivalence on the probed K
+(fixbits.probe.plan.equivalent_on: equal canonical evaluation trees, dtypes included), which
+is the strongest claim one K supports: e.g. a split-K of fp32 partials chained in order and a
+per-MMA chain promoting at the same boundaries are one tree there. Examples are bounded so
+the file stays well under two minutes on one core.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fixbits.backends import EmulatorBackend
+from fixbits.desc import GEMMDesc, KCut
+from fixbits.probe.plan import equivalent_on
+from fixbits.probe.recover import probe
+
+pytestmark = pytest.mark.unit
+
+SETTINGS = settings(max_examples=2, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+IN_OUT = st.sampled_from([("fp16", "fp32"), ("bf16", "fp32"), ("fp16", "fp16"), ("bf16", "bf16"),
+                          ("fp8_e4m3", "fp32"), ("fp8_e4m3", "bf16")])
+IN_OUT_16 = st.sampled_from([("fp16", "fp32"), ("bf16", "fp32"), ("fp16", "fp16"), ("bf16", "bf16")])
+
+
+def _tc(io: tuple[str, str], **kw: object) -> GEMMDesc:
+    i, o = io
+    ik = 32 if i.startswith("fp8") else 16
+    return GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=ik, in_dtype=i, out_dtype=o, **kw)  # type: ignore[arg-type]
+
+
+def _fma(io: tuple[str, str], cuts: tuple[KCut, ...], **kw: object) -> GEMMDesc:
+    i, o = io
+    return GEMMDesc(arch="sm_90", instruction="fma", instruction_k=1, in_dtype=i, out_dtype=o, k_cuts=cuts, **kw)  # type: ignore[arg-type]
+
+
+@st.composite
+def single_pass(draw: st.DrawFn) -> GEMMDesc:
+    io = draw(IN_OUT)
+    ik = 32 if io[0].startswith("fp8") else 16
+    res = draw(st.sampled_from(["first", "last"]))
+    step = draw(st.sampled_from([s for s in (32, 64, 128) if s % ik == 0]))
+    return _tc(io, residue=res, k_loop_step=step)
+
+
+@st.composite
+def per_mma(draw: st.DrawFn) -> GEMMDesc:
+    io = draw(IN_OUT)
+    return _tc(io, use_fast_accum=False, promotion_interval=draw(st.sampled_from([1, 2, 4])))
+
+
+@st.composite
+def splitk(draw: st.DrawFn, per: bool = False) -> GEMMDesc:
+    io = draw(IN_OUT)
+    cut = KCut("contiguous", count=draw(st.integers(2, 16)), granule=draw(st.sampled_from([1, 16, 64])),
+               span_rule=draw(st.sampled_from(["ceil", "floor"])))
+    dts = draw(st.sampled_from([("fp32", "fp32"), (io[1], "fp32"), (io[1], io[1])]))
+    kw: dict[str, object] = {"k_cuts": (cut,), "partial_dtype": dts[0], "merge_dtype": dts[1]}
+    if per:
+        kw.update(use_fast_accum=False, promotion_interval=draw(st.sampled_from([1, 2])))
+    return _tc(io, **kw)
+
+
+@st.composite
+def chained_chunks(draw: st.DrawFn) -> GEMMDesc:
+    io = draw(IN_OUT_16)
+    return _fma(io, (KCut("contiguous", count=draw(st.integers(2, 6))),
+                     KCut("contiguous", span=draw(st.sampled_from([4, 8, 16])))))
+
+
+@st.composite
+def lane_tree(draw: st.DrawFn) -> GEMMDesc:
+    io = draw(IN_OUT_16)
+    return _fma(io, (KCut("strided", count=draw(st.sampled_from([4, 8, 16, 32])), span=draw(st.sampled_from([1, 2, 4, 8])),
+                          merge=draw(st.sampled_from(["butterfly_up", "butterfly_down"]))),))
+
+
+@st.composite
+def contiguous_gemv(draw: st.DrawFn) -> GEMMDesc:
+    io = draw(IN_OUT_16)
+    if draw(st.booleans()):
+        cut = KCut("contiguous", count=draw(st.integers(2, 8)))
+    else:
+        cut = KCut("contiguous", count=draw(st.sampled_from([4, 8])), merge=draw(st.sampled_from(["butterfly_up", "butterfly_down"])))
+    return _fma(io, (cut,), partial_dtype=draw(st.sampled_from(["fp32", io[1]])))
+
+
+@st.composite
+def workspace_gemv(draw: st.DrawFn) -> GEMMDesc:
+    io = draw(IN_OUT_16)
+    outer = KCut("contiguous", count=draw(st.integers(2, 4)))
+    inner = KCut("strided", count=draw(st.sampled_from([4, 8])), span=draw(st.sampled_from([2, 4])),
+                 merge=draw(st.sampled_from(["butterfly_up", "butterfly_down"])))
+    return _fma(io, (outer, inner))
+
+
+FAMILIES = {
+    "single_pass": (single_pass(), (48, 3)),
+    "per_mma": (per_mma(), (48, 3)),
+    "splitk": (splitk(), (48, 3)),
+    "splitk_per_mma": (splitk(per=True), (48, 3)),
+    "chained_chunks": (chained_chunks(), (1, 48)),
+    "gemv_lane_tree": (lane_tree(), (1, 48)),
+    "gemv_contiguous": (contiguous_gemv(), (1, 48)),
+    "workspace_gemv": (workspace_gemv(), (1, 48)),
+}
+
+
+def _check(desc: GEMMDesc, m: int, n: int, k: int, hints: dict[str, object] | None = None) -> None:
+    res = probe(EmulatorBackend(desc), m, n, k, arch="sm_90", hints=hints, seed=k, draws=2)
+    msg = f"truth={desc.to_json()} K={k} status={res.status} notes={res.notes} calls={res.calls}"
+    assert res.status == "recovered", msg
+    assert res.desc is not None, msg
+    assert equivalent_on(res.desc, desc, k), msg + f" got={res.desc.to_json()}"
+    assert res.calls < 80, msg
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_probe_recovers_family(family: str) -> None:
+    strategy, (m, n) = FAMILIES[family]
+
+    @SETTINGS
+    @given(desc=strategy, k=st.integers(96, 320))
+    def inner(desc: GEMMDesc, k: int) -> None:
+        kk = k - k % 16 if desc.in_dtype.startswith("fp8") else k
+        _check(desc, m, n, kk)
+
+    inner()
+
+
+def test_probe_tail_dropped_split() -> None:
+    """The cuBLAS defect shape: 9 parts of 64-granules over K = 64*18 + 8; the 8 are never summed."""
+    desc = _tc(("fp16", "fp32"), k_cuts=(KCut("contiguous", count=9, granule=64, span_rule="tail_dropped"),))
+    res = probe(EmulatorBackend(desc), 16, 2, 64 * 18 + 8, arch="sm_90", hints={"splitk_num": 9}, draws=2)
+    assert res.status == "recovered", res.notes
+    assert res.dropped_tail == 8
+    assert res.desc is not None and equivalent_on(res.desc, desc, 64 * 18 + 8)
+
+
+def test_probe_rule_pinned_by_second_k() -> None:
+    """At one K several (granule, rule) cut it alike; a second K of the same answer decides."""
+    desc = _tc(("bf16", "fp32"), k_cuts=(KCut("contiguous", count=4, granule=64, span_rule="ceil"),))
+    res = probe(EmulatorBackend(desc), 32, 2, 1024, arch="sm_90",
+                hints={"splitk_num": 4, "extra_shapes": [(32, 2, 1000), (32, 2, 1100)]}, draws=2)
+    assert res.status == "recovered", res.notes
+    assert res.desc is not None
+    for k in (1024, 1000, 1100, 1500, 700):
+        assert equivalent_on(res.desc, desc, k), (k, res.desc.k_cuts)
+
+
+def test_probe_reports_failure_instead_of_guessing() -> None:
+    """A black box outside every family (reverse-order merge) must not come back 'recovered'."""
+    inner = _tc(("fp16", "fp32"), k_cuts=(KCut("contiguous", count=3),))
+
+    class Reversed:
+        name, in_dtype, out_dtype = "reversed", "fp16", "fp32"
+
+        def gemm(self, a, b):  # type: ignore[no-untyped-def]
+            import numpy as np
+
+            from fixbits.emulate import emulate
+
+            # three parts merged last-to-first: not expressible by a chain/butterfly merge
+            k = a.shape[1]
+            parts = inner.k_cuts[0].parts(k)
+            outs = [emulate(_tc(("fp16", "fp32")), a[:, s:e], b[s:e]) for (s, e), in parts]
+            acc = np.zeros_like(outs[0])
+            for o in reversed(outs):
+                acc = (acc + o).astype(np.float32)
+            return acc
+
+    res = probe(Reversed(), 32, 2, 300, arch="sm_90", draws=2)
+    assert res.status in ("failed", "ambiguous"), (res.status, res.desc)
