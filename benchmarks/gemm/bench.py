@@ -48,6 +48,18 @@ def shapes_list():
                 (4096, 4096, 4096, "builtin", "residual"), (2048, 4096, 14336, "builtin", "none")]  # fmt: skip
 
 
+def interleave(shapes):
+    groups = defaultdict(list)
+    for s in shapes:
+        groups[s[3]].append(s)
+    out = []
+    while any(groups.values()):
+        for g in sorted(groups):
+            if groups[g]:
+                out.append(groups[g].pop(0))
+    return out
+
+
 def epilogue_ops(ep: str):
     from fixbits.desc import EpilogueOp
 
@@ -74,7 +86,7 @@ def main() -> int:
     from triton.testing import do_bench
 
     print(f"torch {torch.__version__} triton {triton.__version__} {torch.cuda.get_device_name()}", flush=True)
-    shapes = shapes_list()
+    shapes = interleave(shapes_list())  # round-robin over layer groups: a budget cut stays representative
     if args.limit:
         shapes = shapes[: args.limit]
 
@@ -145,6 +157,8 @@ def measure_shape(i: int, row: dict, bench) -> None:
     row["t_ours_ms"] = bench(lambda: fn(a, b, desc, **kw))
     row["t_cublas_ms"] = bench(lambda: torch.mm(a, b))
     row["speed_ours"] = row["t_cublas_ms"] / row["t_ours_ms"]
+    row["tflops_ours"] = 2 * m * n * k / row["t_ours_ms"] / 1e9
+    row["tflops_cublas"] = 2 * m * n * k / row["t_cublas_ms"] / 1e9
     row["bytes_equal_cublas"] = bool(
         torch.equal(fn(a, b, desc, **kw).view(torch.int16), torch.mm(a, b).view(torch.int16))
     )

@@ -28,11 +28,12 @@ class KernelConfig:
     num_warps: int = 4
     num_stages: int = 3
     GROUPS: int = 1  # per-MMA: promotion groups per main-loop turn
+    USE_TMA: int = 0  # load whole turns through tensor descriptors (sm_90 TMA) when possible
 
     def label(self) -> str:
         return (
             f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K}_g{self.GROUP_M}_w{self.num_warps}"
-            f"_s{self.num_stages}_G{self.GROUPS}"
+            f"_s{self.num_stages}_G{self.GROUPS}" + ("_tma" if self.USE_TMA else "")
         )
 
     def to_dict(self) -> dict[str, int]:

@@ -86,6 +86,52 @@ def chain_fast(
 
 
 @triton.jit
+def chain_fast_tma(
+    acc,
+    a_rows,
+    b_cols,
+    a_desc,
+    b_desc,
+    off_m,
+    off_n,
+    s,
+    e,
+    sak,
+    sbk,
+    STEP: tl.constexpr,
+    IK: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    RES_FIRST: tl.constexpr,
+    B_TRANS: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    """chain_fast with the whole-turn body loaded by TMA (tensor descriptors); the same dots in
+    the same order, so the same bytes. B_TRANS: b_desc describes B^T (N, K), K contiguous."""
+    n = e - s
+    r = n % STEP
+    if RES_FIRST:
+        acc = instrs(acc, a_rows, b_cols, s, s + r, sak, sbk, IK)
+        lo = s + r
+        hi = e
+    else:
+        lo = s
+        hi = e - r
+    nb = (hi - lo) // BLOCK_K
+    for i in tl.range(0, nb, num_stages=NUM_STAGES):
+        k0 = lo + i * BLOCK_K
+        a = a_desc.load([off_m, k0])
+        if B_TRANS:
+            b = b_desc.load([off_n, k0]).T
+        else:
+            b = b_desc.load([k0, off_n])
+        acc = tl.dot(a, b, acc)
+    acc = instrs(acc, a_rows, b_cols, lo + nb * BLOCK_K, hi, sak, sbk, IK)
+    if not RES_FIRST:
+        acc = instrs(acc, a_rows, b_cols, hi, e, sak, sbk, IK)
+    return acc
+
+
+@triton.jit
 def chain_promoted(
     acc,
     a_rows,

@@ -24,7 +24,7 @@ from fixbits.kernels._host import (
     out_code,
     torch_dtype,
 )
-from fixbits.kernels._tensorcore import chain, tile_coords
+from fixbits.kernels._tensorcore import chain, chain_fast_tma, tile_coords
 from fixbits.kernels.epilogue import epilogue_store
 from fixbits.kernels.plan import UnsupportedDesc
 
@@ -36,7 +36,7 @@ FAMILY = "single_pass"
 
 @triton.jit
 def _single_pass_kernel(
-    a_ptr, b_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr,
+    a_ptr, b_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr, a_desc, b_desc,
     stride_rm, stride_rn, stride_gm, stride_gn,
     M, N, K, sam, sak, sbk, sbn, som, son,
     ep_scale0, ep_scale1, ep_scale2, ep_scale3,
@@ -45,7 +45,7 @@ def _single_pass_kernel(
     EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
     OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
+    NUM_STAGES: tl.constexpr, USE_TMA: tl.constexpr, B_TRANS: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     pid_m, pid_n = tile_coords(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -57,7 +57,13 @@ def _single_pass_kernel(
     a_rows = a_ptr + rm_ld[:, None] * sam
     b_cols = b_ptr + rn_ld[None, :] * sbn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc = chain(acc, a_rows, b_cols, 0, K, sak, sbk, STEP, IK, BLOCK_K, PROMO, GROUPS, RES_FIRST, NUM_STAGES)
+    if USE_TMA:
+        acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
+                             STEP, IK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
+    else:
+        acc = chain(
+            acc, a_rows, b_cols, 0, K, sak, sbk, STEP, IK, BLOCK_K, PROMO, GROUPS, RES_FIRST, NUM_STAGES
+        )
     epilogue_store(
         acc, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
         stride_rm, stride_rn, stride_gm, stride_gn,
@@ -92,8 +98,9 @@ def launch_tile_kernel(
 ) -> Any:
     m, n, k = a.shape[0], b.shape[1], a.shape[1]
     grid = (triton.cdiv(m, cfg.BLOCK_M) * triton.cdiv(n, cfg.BLOCK_N),)
+    a_desc, b_desc, b_trans = tma_descriptors(desc, a, b, cfg)
     return _single_pass_kernel[grid](
-        a, b, out, *ep.kernel_args(out),
+        a, b, out, *ep.kernel_args(out), a_desc, b_desc,
         m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
         *ep.plan.scales,
         STEP=desc.k_loop_step, IK=desc.instruction_k, PROMO=promo_of(desc), GROUPS=groups_for(desc, cfg),
@@ -101,8 +108,33 @@ def launch_tile_kernel(
         EP0=ep.plan.codes[0], EP1=ep.plan.codes[1], EP2=ep.plan.codes[2], EP3=ep.plan.codes[3],
         OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
-        NUM_STAGES=cfg.num_stages, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
+        NUM_STAGES=cfg.num_stages, USE_TMA=a_desc is not None, B_TRANS=b_trans,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
     )  # fmt: skip
+
+
+def tma_descriptors(
+    desc: GEMMDesc, a: torch.Tensor, b: torch.Tensor, cfg: KernelConfig
+) -> tuple[Any, Any, bool]:
+    """Host tensor descriptors when the config asks for TMA and the operands allow it, else
+    (None, None, False): the pointer path computes the same dots, so this is a speed choice."""
+    if not cfg.USE_TMA or promo_of(desc) or not a.is_cuda:
+        return None, None, False
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    def ok(t: torch.Tensor) -> bool:
+        return t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+
+    if not ok(a):
+        return None, None, False
+    if ok(b):
+        return (TensorDescriptor.from_tensor(a, [cfg.BLOCK_M, cfg.BLOCK_K]),
+                TensorDescriptor.from_tensor(b, [cfg.BLOCK_K, cfg.BLOCK_N]), False)  # fmt: skip
+    bt = b.t()
+    if ok(bt):
+        return (TensorDescriptor.from_tensor(a, [cfg.BLOCK_M, cfg.BLOCK_K]),
+                TensorDescriptor.from_tensor(bt, [cfg.BLOCK_N, cfg.BLOCK_K]), True)  # fmt: skip
+    return None, None, False
 
 
 def check_family(desc: GEMMDesc, families: tuple[str, ...]) -> None:
