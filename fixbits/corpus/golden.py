@@ -105,16 +105,33 @@ def sha256(a: np.ndarray) -> str:
 
 def replay_cpu(rec: EnforcementRecord) -> tuple[bool, str]:
     """(ok, actual sha) of the CPU tree model for a cpu_replay record."""
+    return replay_group([rec])[0]
+
+
+def group_key(rec: EnforcementRecord) -> tuple[str, str, str, int, tuple[tuple[str, int], ...]]:
+    """Records sharing one input draw (replayed together: inputs and model computed once)."""
+    return (rec.kernel, rec.dtype, rec.kind, rec.seed, rec.shape)
+
+
+def replay_group(recs: list[EnforcementRecord]) -> list[tuple[bool, str]]:
+    """(ok, actual sha) per record; all records must share ``group_key``."""
     from fixbits.corpus.registry import entry
 
-    if not rec.cpu_replay:
-        raise ValueError(f"{rec.source}: {rec.kernel}/{rec.output} is not CPU-replayable")
-    e = entry(rec.kernel)
-    mod = _model_module(e.module)
+    keys = {group_key(r) for r in recs}
+    if len(keys) != 1:
+        raise ValueError(f"replay_group needs one input draw, got {sorted(keys)}")
+    bad = [r for r in recs if not r.cpu_replay]
+    if bad:
+        raise ValueError(f"{bad[0].source}: {bad[0].kernel}/{bad[0].output} is not CPU-replayable")
+    rec = recs[0]
+    mod = _model_module(entry(rec.kernel).module)
     inputs = mod.make_inputs(rec.shape_dict(), rec.dtype, rec.kind, rec.seed)
     want = mod.reference(inputs, {})
-    got = sha256(want[rec.output])
-    return got == rec.sha256, got
+    out = []
+    for r in recs:
+        got = sha256(want[r.output])
+        out.append((got == r.sha256, got))
+    return out
 
 
 def _model_module(module: str) -> Any:

@@ -13,6 +13,9 @@ from fixbits.corpus.registry import entry
 
 RECORDS = golden.all_records()
 REPLAYABLE = [r for r in RECORDS if r.cpu_replay]
+GROUPS: dict[tuple, list[golden.EnforcementRecord]] = {}
+for _r in REPLAYABLE:
+    GROUPS.setdefault(golden.group_key(_r), []).append(_r)
 
 
 def _id(r: golden.EnforcementRecord) -> str:
@@ -29,11 +32,14 @@ def test_golden_files_parse_and_name_known_kernels() -> None:
 
 
 @pytest.mark.skipif(not REPLAYABLE, reason="no CPU-replayable enforcement golden records committed yet")
-@pytest.mark.parametrize("rec", REPLAYABLE, ids=_id)
-def test_record_replays_through_cpu_tree_model(rec: golden.EnforcementRecord) -> None:
-    ok, got = golden.replay_cpu(rec)
-    assert ok, (f"{rec.source}: {rec.kernel}/{rec.dtype}/{rec.kind} seed={rec.seed} shape={rec.shape_dict()} "
-                f"output {rec.output}: GPU sha256 {rec.sha256} != CPU tree model {got}")
+@pytest.mark.parametrize("key", sorted(GROUPS), ids=lambda k: f"{k[0]}-{k[1]}-{k[2]}-s{k[3]}")
+def test_records_replay_through_cpu_tree_model(key) -> None:
+    recs = GROUPS[key]
+    results = golden.replay_group(recs)
+    bad = [(r, got) for r, (ok, got) in zip(recs, results, strict=True) if not ok]
+    assert not bad, "\n".join(
+        f"{r.source}: {r.kernel}/{r.dtype}/{r.kind} seed={r.seed} shape={r.shape_dict()} output {r.output}: "
+        f"GPU sha256 {r.sha256} != CPU tree model {got}" for r, got in bad)
 
 
 @pytest.mark.gpu
