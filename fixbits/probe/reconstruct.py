@@ -126,7 +126,7 @@ def verify_entry(backend: Any, desc: Any, shapes: list[tuple[int, int, int]], *,
 def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budget_s: float,
                 max_queries: int = 30000, scan_budget_s: float | None = None, verify_shapes: int = 3,
                 log: Any = print, seed: int = 0, lt: Any = None, backend: Any = None,
-                profile_launch: bool = True) -> dict[str, Any]:
+                profile_launch: bool = True, per_answer_s: float = 60.0) -> dict[str, Any]:
     """The whole pipeline on the local GPU; returns a summary dict (also written as JSON).
     ``lt`` / ``backend`` replace cuBLASLt (tests pass a fake heuristic and the emulator)."""
     from fixbits.probe.recover import probe
@@ -185,7 +185,8 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
             hints = _hints(sc.answers[key], launch)
             extra = [s for s in pick([s for s in group if s != rep and s[2] != rep[2]], 2)]
             hints["extra_shapes"] = extra
-            res = probe(backend, *rep, arch=arch, hints=hints, seed=seed)
+            res = probe(backend, *rep, arch=arch, hints=hints, seed=seed,
+                        deadline=min(t0 + budget_s, time.time() + per_answer_s))
         except Exception as exc:  # noqa: BLE001
             failed[key] = f"probe crashed at {rep}: {type(exc).__name__}: {exc}"
             summary["failed"][key] = failed[key]

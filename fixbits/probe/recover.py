@@ -259,14 +259,24 @@ def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *,
 
 
 def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, Any] | None = None,
-          seed: int = 0, draws: int = 4, rounds: int = 8, window: int | None = None) -> ProbeResult:
+          seed: int = 0, draws: int = 4, rounds: int = 8, window: int | None = None,
+          deadline: float | None = None) -> ProbeResult:
     """Recover the GEMMDesc ``backend`` computes at (m, n, k); see the module docstring.
 
     hints (all optional): splitk_num (the heuristic's SPLITK_NUM), instruction ('fma' for a
     scalar kernel, from the launch profile), fast_accum (bool), granule (preferred split
     granule), extra_shapes (other (m, n, k) with the same heuristic answer, to pin a split's
-    span rule and granule).
+    span rule and granule). ``deadline`` (a time.time() value): past it the probe stops at the
+    next stage boundary and reports 'failed', naming the stage it reached.
     """
+    import time
+
+    def late(stage: str) -> bool:
+        if deadline is not None and time.time() > deadline:
+            notes.append(f"out of time before {stage}")
+            return True
+        return False
+
     hints = dict(hints or {})
     in_dtype, out_dtype = backend.in_dtype, backend.out_dtype
     s = Session(backend, m, n, k, in_dtype, out_dtype)
@@ -296,6 +306,8 @@ def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, A
     scalar = bool(head) and sum(1 for z in head if s.seen[group_start(z)] == 1) >= 0.5 * len(head)
     obs = C.Observed(k, keff, tuple(rt), tuple(rseen), tuple(gt), tuple(gseen), scalar)
     # 3. candidates, structural filter
+    if late("candidates"):
+        return result("failed", None, [], 0, 0)
     cands = list(C.generate(arch, in_dtype, out_dtype, obs, hints))
     n_cands = len(cands)
     f = _Filter(cands, k)
@@ -304,6 +316,8 @@ def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, A
     for _ in range(rounds):
         if len(f.items) <= 1:
             break
+        if late("split round"):
+            return result("failed", None, [], n_cands, 0)
         q = _pool(f, k, rng, 3000)
         if len(q) == 0:
             break
@@ -341,6 +355,8 @@ def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, A
         notes.append("no partial/merge dtype pair reproduces the value placements")
         return result("failed", None, [], n_cands, 0)
     # 6. random draws
+    if late("random draws"):
+        return result("failed", None, [], n_cands, 0)
     ok, checked = verify_draws(backend, with_dt, m, n, k, seed=seed + 1, draws=draws)
     s.calls += checked
     surv = [d for d, good in zip(with_dt, ok) if good]
