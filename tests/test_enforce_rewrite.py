@@ -204,3 +204,20 @@ def test_importing_fixbits_enforce_imports_no_triton_and_patches_nothing() -> No
             "print('triton' in sys.modules, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False", "False"], out.stdout + out.stderr
+
+
+def test_module_runner_installs_switch_and_runs_the_script(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "prog.py"
+    script.write_text("import sys\nfrom fixbits.enforce import switch\n"
+                      "print(switch.installed(), switch.enabled(), sys.argv[1:])\n")
+    env = dict(os.environ, FIXBITS_INNER_TREE="1")
+    out = subprocess.run([sys.executable, "-m", "fixbits.enforce", str(script), "a"], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert out.stdout.split() == ["True", "True", "['a']"], out.stdout + out.stderr
+    env["FIXBITS_INNER_TREE"] = "sometimes"
+    out = subprocess.run([sys.executable, "-m", "fixbits.enforce", str(script)], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode != 0 and "FIXBITS_INNER_TREE='sometimes'" in out.stderr
