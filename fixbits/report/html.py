@@ -77,7 +77,7 @@ def _env_rows(o: GateOutcome) -> list[tuple[str, str, str]]:
     for name in FIELD_KIND:
         recorded = sorted({v for b in o.baselines if (v := b.get(name)) is not None})
         now = o.current.get(name)
-        rows.append((name, "" if now is None else str(now), " / ".join(recorded)))
+        rows.append((name, "—" if now is None else str(now), " / ".join(recorded) or "—"))
     return rows
 
 
@@ -331,6 +331,8 @@ def _table(
 def page(o: GateOutcome) -> str:
     """One HTML document with no external reference (CSS and SVG inline)."""
     colour = _COLOURS.get(o.exit_code, "#57606a")
+    if o.exit_code == 0 and (o.summary is None or o.summary.passed == 0):
+        colour = "#57606a"  # green would claim a comparison that did not happen
     gpu = o.current.get("gpu_name") or "no GPU visible"
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
@@ -386,7 +388,7 @@ def page(o: GateOutcome) -> str:
     plots = [p for p in (match_rate_svg(o.families), speed_svg(o.speeds)) if p]
     if plots:
         parts.append("<div class='plots'>" + "".join(f"<figure>{p}</figure>" for p in plots) + "</div>")
-    elif o.families or o.speeds:
+    elif (any(f.ran for f in o.families) or o.speeds) and _pyplot() is None:
         parts.append(
             "<p class='note'>(plots need matplotlib: pip install 'fixbits[plots]'; numbers below)</p>"
         )
