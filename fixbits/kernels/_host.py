@@ -29,11 +29,14 @@ class KernelConfig:
     num_stages: int = 3
     GROUPS: int = 1  # per-MMA: promotion groups per main-loop turn
     USE_TMA: int = 0  # load whole turns through tensor descriptors (sm_90 TMA) when possible
+    PERSISTENT: int = 0  # with USE_TMA: a persistent grid of PERSISTENT programs per SM
 
     def label(self) -> str:
         return (
             f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K}_g{self.GROUP_M}_w{self.num_warps}"
-            f"_s{self.num_stages}_G{self.GROUPS}" + ("_tma" if self.USE_TMA else "")
+            f"_s{self.num_stages}_G{self.GROUPS}"
+            + ("_tma" if self.USE_TMA else "")
+            + (f"_p{self.PERSISTENT}" if self.PERSISTENT else "")
         )
 
     def to_dict(self) -> dict[str, int]:

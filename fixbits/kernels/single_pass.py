@@ -71,6 +71,50 @@ def _single_pass_kernel(
     )  # fmt: skip
 
 
+@triton.jit
+def _single_pass_persistent_kernel(
+    a_ptr, b_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr, a_desc, b_desc,
+    stride_rm, stride_rn, stride_gm, stride_gn,
+    M, N, K, sam, sak, sbk, sbn, som, son,
+    ep_scale0, ep_scale1, ep_scale2, ep_scale3,
+    STEP: tl.constexpr, IK: tl.constexpr, RES_FIRST: tl.constexpr,
+    EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
+    OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    NUM_STAGES: tl.constexpr, B_TRANS: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
+):  # fmt: skip
+    """Persistent grid over output tiles, TMA body: each tile's chain is exactly the one of
+    _single_pass_kernel (fast accumulation), only the program that computes it changes."""
+    start = tl.program_id(0)
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in tl.range(start, num_tiles, NUM_PROGRAMS):
+        pid_m, pid_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        a_rows = a_ptr + (rm % M)[:, None] * sam
+        b_cols = b_ptr + (rn % N)[None, :] * sbn
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
+                             STEP, IK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
+        epilogue_store(
+            acc, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
+            stride_rm, stride_rn, stride_gm, stride_gn,
+            ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
+        )  # fmt: skip
+
+
+_SMS: dict[int, int] = {}
+
+
+def num_sms(device: Any) -> int:
+    import torch
+
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _SMS:
+        _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _SMS[idx]
+
+
 def promo_of(desc: GEMMDesc) -> int:
     return 0 if desc.use_fast_accum else int(desc.promotion_interval or 1)
 
@@ -97,8 +141,22 @@ def launch_tile_kernel(
     gelu_tanh_fma: bool = True,
 ) -> Any:
     m, n, k = a.shape[0], b.shape[1], a.shape[1]
-    grid = (triton.cdiv(m, cfg.BLOCK_M) * triton.cdiv(n, cfg.BLOCK_N),)
+    tiles = triton.cdiv(m, cfg.BLOCK_M) * triton.cdiv(n, cfg.BLOCK_N)
+    grid = (tiles,)
     a_desc, b_desc, b_trans = tma_descriptors(desc, a, b, cfg)
+    if cfg.PERSISTENT and a_desc is not None:
+        progs = min(tiles, num_sms(a.device) * cfg.PERSISTENT)
+        return _single_pass_persistent_kernel[(progs,)](
+            a, b, out, *ep.kernel_args(out), a_desc, b_desc,
+            m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
+            *ep.plan.scales,
+            STEP=desc.k_loop_step, IK=desc.instruction_k, RES_FIRST=desc.residue == "first",
+            EP0=ep.plan.codes[0], EP1=ep.plan.codes[1], EP2=ep.plan.codes[2], EP3=ep.plan.codes[3],
+            OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
+            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
+            NUM_STAGES=cfg.num_stages, B_TRANS=b_trans, NUM_PROGRAMS=progs,
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
+        )  # fmt: skip
     return _single_pass_kernel[grid](
         a, b, out, *ep.kernel_args(out), a_desc, b_desc,
         m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
