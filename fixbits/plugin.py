@@ -365,8 +365,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return report
     crashes = item.config.stash.get(_CRASH_KEY, [])
     crashes.append(item.nodeid)
-    report.fixbits_crash = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"  # type: ignore[attr-defined]
-    item.user_properties.append(("fixbits.crash", report.fixbits_crash))  # type: ignore[attr-defined]
+    crash = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    report.fixbits_crash = crash  # serialised by xdist with the report; read by pytest_report_teststatus
+    item.user_properties.append(("fixbits.crash", crash))
     _attach_env(item, report)
     return report
 

@@ -490,6 +490,9 @@ def table1_report(shapes: Sequence[Shape], spec: ShapeSpec) -> list[tuple[str, i
     def rng(vals: list[int]) -> tuple[int, int]:
         return (min(vals), max(vals)) if vals else (0, 0)
 
+    def fmt(r: tuple[int, int]) -> str:
+        return f"{r[0]:,}-{r[1]:,}"
+
     rows = []
     for rule in (*spec.groups, None):
         group = [s for s in shapes if rule is None or s.layer == rule.name]
@@ -497,7 +500,6 @@ def table1_report(shapes: Sequence[Shape], spec: ShapeSpec) -> list[tuple[str, i
         got = Table1Row(
             len(group), rng([s.m for s in group]), rng([s.n for s in group]), rng([s.k for s in group])
         )
-        fmt = lambda r: f"{r[0]:,}-{r[1]:,}"  # noqa: E731
         rows.append(
             ("all" if rule is None else rule.name, got.count, fmt(got.m), fmt(got.n), fmt(got.k), got == want)
         )

@@ -80,22 +80,27 @@ def _ordered(bits: np.ndarray, width: int, is_float: bool, unsigned: bool = Fals
         return signed.astype(np.int64)
     sign_bit = np.uint64(1) << np.uint64(8 * width - 1)
     mag = (b & (sign_bit - np.uint64(1))).astype(np.int64)
-    return np.where((b & sign_bit) != 0, -mag, mag)
+    out: np.ndarray = np.where((b & sign_bit) != 0, -mag, mag)
+    return out
 
 
 def _nan_mask(bits: np.ndarray, name: str) -> np.ndarray:
     if not _is_float(name):
         return np.zeros(bits.shape, dtype=bool)
-    return np.isnan(_bits_to_float(bits, name))
+    nan: np.ndarray = np.isnan(_bits_to_float(bits, name))
+    return nan
 
 
 def _bits_to_float(bits: np.ndarray, name: str) -> np.ndarray:
     """Decode bits to float64 by dtype name (ml_dtypes covers bfloat16 and the fp8 formats)."""
     if name in ("float16", "float32", "float64"):
-        return bits.view(np.dtype(name)).astype(np.float64)
-    import ml_dtypes
+        dtype = np.dtype(name)
+    else:
+        import ml_dtypes
 
-    return bits.view(np.dtype(getattr(ml_dtypes, name))).astype(np.float64)
+        dtype = np.dtype(getattr(ml_dtypes, name))
+    decoded: np.ndarray = bits.view(dtype).astype(np.float64)
+    return decoded
 
 
 def _value_repr(bits: np.ndarray, name: str) -> str:

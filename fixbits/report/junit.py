@@ -46,7 +46,7 @@ def merge(paths: Sequence[Path | str]) -> JUnitXml:
     for path in paths:
         for suite in read(path):
             merged.add_testsuite(suite)
-    merged.update_statistics()
+    merged.update_statistics()  # type: ignore[no-untyped-call]
     return merged
 
 
@@ -80,7 +80,7 @@ class Summary:
 
 def _case_result(suite: TestSuite, case: TestCase) -> CaseResult:
     name = f"{case.classname}::{case.name}" if case.classname else str(case.name)
-    props_el = case.child(Properties)
+    props_el = case.child(Properties)  # type: ignore[no-untyped-call]
     props = tuple((str(p.name), str(p.value)) for p in props_el) if props_el is not None else ()
     results = list(case.result)
     crash = dict(props).get(PREFIX + "crash")

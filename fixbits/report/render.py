@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fixbits.report.junit import Summary
+from fixbits.report.junit import CaseResult, Summary
 
 _DRIFT_COLUMNS = ("test", "outcome", "shape", "dtype", "desc hash", "first difference")
 
 
-def _row(case_outcome: str, case) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
+def _row(case_outcome: str, case: CaseResult) -> tuple[str, ...]:
     first = case.prop("first_diff") or (case.message.splitlines()[0] if case.message else "")
     return (case.test, case_outcome, case.prop("shape"), case.prop("dtype"), case.prop("desc_hash"), first)
 
