@@ -448,6 +448,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test asking for ``dtype`` runs once per selected --dtype (unless it parametrizes it)."""
     if "dtype" not in metafunc.fixturenames:
         return
+    if "dtype" in getattr(metafunc, "_arg2fixturedefs", {}):  # a suite's own `dtype` fixture wins
+        return
     for m in metafunc.definition.iter_markers("parametrize"):
         names = m.args[0] if m.args else m.kwargs.get("argnames", ())
         if isinstance(names, str):

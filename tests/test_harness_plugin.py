@@ -122,6 +122,20 @@ def test_dtype_fixture_runs_once_per_selected_dtype(tree: pytest.Pytester) -> No
     tree.runpytest("--dtype=fp8_e4m3").assert_outcomes(passed=2)
 
 
+def test_a_suites_own_dtype_fixture_is_left_alone(tree: pytest.Pytester) -> None:
+    tree.makepyfile(
+        test_own="""
+        import pytest
+        @pytest.fixture(params=["fp32"])
+        def dtype(request):
+            return request.param
+        def test_d(dtype):
+            assert dtype == "fp32"
+        """
+    )
+    tree.runpytest().assert_outcomes(passed=1)
+
+
 def test_gpu_tests_skip_on_cpu_with_the_reason(tree: pytest.Pytester, no_gpu: None) -> None:
     tree.makepyfile(
         **{
