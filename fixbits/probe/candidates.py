@@ -61,7 +61,7 @@ def tc_widths(arch: str, in_dtype: str) -> list[int]:
 
 def spacings(pos: Iterable[int]) -> list[int]:
     p = sorted(set(pos))
-    d = sorted({b - a for a, b in zip(p, p[1:]) if b > a})
+    d = sorted({b - a for a, b in zip(p, p[1:], strict=False) if b > a})
     return d
 
 

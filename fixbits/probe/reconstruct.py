@@ -84,10 +84,13 @@ def scan(lt: Any, in_dtype: str, out_dtype: str, shapes: list[tuple[int, int, in
 
 
 def _cost(s: tuple[int, int, int]) -> float:
+    """Rough probe cost: black-box calls for the window walks (one placement per row or column)
+    plus CPU emulation that grows with K; shapes too big for comfortable GPU buffers last."""
     m, n, k = s
     slots = max(m, n)
-    # few calls (many slots), cheap emulation (small K), small GPU buffers
-    return k * (1 + 64 / min(slots, 64)) + 1e-6 * m * n * k / 1e3 + (1e9 if m * n * k > 2e10 else 0)
+    window = min(k, max(512, min(2048, 32 * slots)))
+    calls = 2 * window / slots
+    return calls + k / 2000 + (1e9 if m * n * 4 + (m + n) * k * 2 > 8e9 else 0)
 
 
 def pick(shapes: list[tuple[int, int, int]], count: int = 1) -> list[tuple[int, int, int]]:
@@ -106,6 +109,25 @@ def _hints(ans: Any, launch: dict[str, Any] | None) -> dict[str, Any]:
         elif fam.startswith("nvjet") or fam.startswith("cutlass"):
             h["instruction"] = "tc"
     return h
+
+
+def _dump_evidence(out_dir: Path, in_dtype: str, key: str, rep: tuple[int, int, int], hints: dict[str, Any],
+                   launch: Any, res: Any, cap: int = 20000) -> None:
+    """Every walk and outcome of one probe, for offline replay of the reasoning (small JSON)."""
+    d = out_dir / "evidence"
+    d.mkdir(parents=True, exist_ok=True)
+    walks = []
+    n = 0
+    for w in res.evidence:
+        take = max(0, min(len(w.triples), cap - n))
+        n += take
+        walks.append({"walk": w.walk, "calls": w.calls, "triples": [list(t) for t in w.triples[:take]],
+                      "outcomes": list(w.outcomes[:take])})
+    doc = {"key": key, "shape": list(rep), "hints": {k: v for k, v in hints.items()}, "launch": launch,
+           "status": res.status, "notes": list(res.notes), "calls": res.calls, "dropped_tail": res.dropped_tail,
+           "desc": res.desc.to_dict() if res.desc else None,
+           "survivors": [x.to_dict() for x in res.survivors[:8]], "walks": walks}
+    (d / f"{in_dtype}_{key}.json").write_text(json.dumps(doc, separators=(",", ":"), default=str))
 
 
 def verify_entry(backend: Any, desc: Any, shapes: list[tuple[int, int, int]], *, seed: int, draws: int = 2,
@@ -178,7 +200,7 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
 
             a = draw((rep[0], rep[2]), in_dtype, "ordinary", 1)
             b = draw((rep[2], rep[1]), in_dtype, "ordinary", 2)
-            launch = profile_call(lambda: backend.gemm(a, b)).to_dict()
+            launch = profile_call(lambda a=a, b=b: backend.gemm(a, b)).to_dict()
         except Exception as exc:  # noqa: BLE001
             launch = {"error": f"{type(exc).__name__}: {exc}"}
         try:
@@ -193,6 +215,7 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
             log(f"  {key} {rep}: CRASH {exc}\n{traceback.format_exc(limit=3)}")
             save()
             continue
+        _dump_evidence(out_dir, in_dtype, key, rep, hints, launch, res)
         if res.status != "recovered" or res.desc is None:
             failed[key] = f"{res.status} at {rep}: " + "; ".join(res.notes)
             summary["failed"][key] = failed[key]

@@ -312,6 +312,14 @@ def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, A
     n_cands = len(cands)
     f = _Filter(cands, k)
     f.apply(s.seen)
+    loose = {h: v for h, v in hints.items() if h not in ("splitk_num", "instruction", "fast_accum")}
+    if not f.items and loose != hints:
+        # the hints narrowed too far (a launch that is not what its answer suggests): widen
+        notes.append("no candidate fits the hinted family; retried without splitk/instruction hints")
+        more = list(C.generate(arch, in_dtype, out_dtype, obs, loose))
+        n_cands += len(more)
+        f = _Filter(more, k)
+        f.apply(s.seen)
     # 4. split what remains
     for _ in range(rounds):
         if len(f.items) <= 1:
@@ -359,7 +367,7 @@ def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, A
         return result("failed", None, [], n_cands, 0)
     ok, checked = verify_draws(backend, with_dt, m, n, k, seed=seed + 1, draws=draws)
     s.calls += checked
-    surv = [d for d, good in zip(with_dt, ok) if good]
+    surv = [d for d, good in zip(with_dt, ok, strict=True) if good]
     if not surv:
         notes.append(f"{len(with_dt)} candidate(s) explain the placements but none the random draws: "
                      + "; ".join(d.family + " " + d.short_hash for d in with_dt[:5]))

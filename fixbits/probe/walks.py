@@ -95,7 +95,7 @@ class Session:
             got: list[int] = []
             for c in calls:
                 got += self.classify(read(c))
-            for t, g in zip(todo, got):
+            for t, g in zip(todo, got, strict=True):
                 self.seen[t] = g
             self.records.append(WalkRecord(walk, tuple(todo), tuple(got), len(calls)))
         return [self.seen[t] for t in triples]
@@ -143,10 +143,10 @@ def dropped_tail(s: Session, keff_hint: int | None = None) -> int:
         if keff_hint is not None and lo < keff_hint < hi and keff_hint not in pts:
             pts = sorted(set(pts[: max(0, cap - 2)] + [keff_hint - 1, keff_hint]))
         got = s.summed(pts)
-        for x, ok in zip(pts, got):
+        for x, ok in zip(pts, got, strict=True):
             if ok:
                 lo = max(lo, x)
-        for x, ok in zip(pts, got):
+        for x, ok in zip(pts, got, strict=True):
             if not ok and x > lo:
                 hi = min(hi, x)
     return k - hi

@@ -1,0 +1,114 @@
+"""`fixbits reconstruct` end to end on CPU: a fake heuristic, the emulator as cuBLAS.
+
+The fake library answers 'split into 4' for deep K and 'single pass' otherwise, and its GEMM
+is the emulator running the matching descriptor, so the written profile must hold exactly
+those two descriptors (up to equivalence on the probed shapes), verified on other shapes of
+the same answer, and be resumable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fixbits.desc import GEMMDesc, KCut
+from fixbits.probe import reconstruct as R
+from fixbits.probe.placements import Packer, Placement
+from fixbits.probe.plan import equivalent_on
+from fixbits.probe.profile import load
+
+pytestmark = pytest.mark.unit
+
+PLAIN = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16")
+SPLIT = PLAIN.replace(k_cuts=(KCut("contiguous", count=4, granule=64),))
+
+
+class _Answer:
+    def __init__(self, split: int) -> None:
+        self.splitk_num = split
+
+    def key_str(self) -> str:
+        return f"a1-t1-s{self.splitk_num}-r0-w0-c0-g0"
+
+
+class _FakeLt:
+    version = 130100
+
+    def heuristic(self, m: int, n: int, k: int, i: str, o: str) -> _Answer:
+        return _Answer(4 if k >= 1024 else 1)
+
+
+class _FakeCublas:
+    name, in_dtype, out_dtype = "fake", "fp16", "fp32"
+
+    def gemm(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        from fixbits.emulate import emulate
+
+        return emulate(SPLIT if a.shape[1] >= 1024 else PLAIN, a, b)
+
+
+def test_reconstruct_writes_a_verified_resumable_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shapes = [(m, 4, k) for m in (16, 48) for k in (200, 300, 1100, 1300, 1500)]
+    monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
+    lines: list[str] = []
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
+                      lt=_FakeLt(), backend=_FakeCublas(), profile_launch=False, log=lines.append)
+    assert s["answers"] == 2 and not s["failed"], s
+    prof = load(tmp_path / "sm_90_cublaslt130100_fp16_fp32.yaml")
+    split, plain = prof.entries["a1-t1-s4-r0-w0-c0-g0"], prof.entries["a1-t1-s1-r0-w0-c0-g0"]
+    for k in (1100, 1300, 1500, 4000):
+        assert equivalent_on(split.desc, SPLIT, k), (k, split.desc)
+    for k in (200, 300, 1000):
+        assert equivalent_on(plain.desc, PLAIN, k), (k, plain.desc)
+    assert split.verified_shapes >= 3 and plain.verified_shapes >= 3
+    assert (tmp_path / "evidence" / "fp16_a1-t1-s4-r0-w0-c0-g0.json").exists()
+    # resumable: a second run probes nothing already in the profile
+    s2 = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
+                       lt=_FakeLt(), backend=_FakeCublas(), profile_launch=False, log=lines.append)
+    assert s2["probed"] == [], s2
+
+
+def test_shape_space_is_large_and_reaches_long_vectors_and_deep_k() -> None:
+    shapes = R.shape_space(20000, seed=0)
+    assert len(shapes) == 20000 == len(set(shapes))
+    assert max(k for _, _, k in shapes) >= 1_000_000
+    assert max(n for m, n, _ in shapes if m == 1) >= 1_000_000
+    fp8 = R.shape_space(2000, seed=0, k_multiple=16)
+    assert all(k % 16 == 0 for _, _, k in fp8)
+
+
+def test_pick_prefers_many_slots_and_small_k() -> None:
+    assert R.pick([(1, 8, 11528), (64, 64, 11528), (64, 64, 9000), (1, 2, 500)]) == [(64, 64, 9000)]
+
+
+def test_packer_batches_many_placements_per_call_and_keeps_fp8_exact() -> None:
+    from fixbits.probe.placements import lr_placement, magnitudes
+
+    mag = magnitudes("fp8_e4m3")
+    assert mag.r < mag.L * 2.0**-25  # below half an fp32 ulp of L
+    # group-start walks put L and r on the same positions: needs scale vectors in several columns
+    pls = [lr_placement(mag, z, z - 2, z - 1) for z in range(2, 66)]
+    calls = Packer(64, 4, 128, "fp8_e4m3").pack(pls)
+    assert len(calls) <= 2
+    for c in calls:
+        prod = c.a.astype(np.float64) @ c.b.astype(np.float64)
+        for (i, j), pl in zip(c.reads, c.placements, strict=True):
+            exact = sum(a * b for _, a, b in pl.terms)
+            assert prod[i, j] == exact, pl.tag
+    with pytest.raises(ValueError, match="not exact"):
+        Packer(4, 1, 8, "fp16").pack([Placement(((0, 1.0 + 2.0**-12, 1.0),))])
+
+
+def test_cli_probe_on_the_emulator(tmp_path: Path, capsys: Any) -> None:
+    from fixbits.cli import main
+
+    desc = PLAIN.replace(use_fast_accum=False, promotion_interval=2)
+    path = tmp_path / "d.yaml"
+    path.write_text(desc.to_yaml())
+    rc = main(["probe", "--shape", "32,2,200", "--emulate", str(path), "--draws", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "equivalent to" in out and ": True" in out
