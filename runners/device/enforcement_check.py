@@ -26,6 +26,15 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 
+class _NoAlias(yaml.SafeDumper):
+    def ignore_aliases(self, data: object) -> bool:  # records are read by people: no &id anchors
+        return True
+
+
+def _dump(obj: object) -> str:
+    return yaml.dump(obj, Dumper=_NoAlias, sort_keys=False)
+
+
 def _log(msg: str) -> None:
     print(msg, flush=True)
 
@@ -120,8 +129,8 @@ def main() -> int:
                 break
     results.sort(key=lambda r: (r["kernel"], r["dtype"], r["kind"]))
     slim = [{k: v for k, v in r.items() if k != "per_config"} for r in results]
-    (args.out / "check.yaml").write_text(yaml.safe_dump(slim, sort_keys=False))
-    (args.out / "check_per_config.yaml").write_text(yaml.safe_dump(results, sort_keys=False))
+    (args.out / "check.yaml").write_text(_dump(slim))
+    (args.out / "check_per_config.yaml").write_text(_dump(results))
     records = []
     for r in results:
         for out, sha in sorted((r.get("golden") or {}).items()):
@@ -129,8 +138,8 @@ def main() -> int:
                             "shape": r["shape"], "output": out, "sha256": sha,
                             "cpu_replay": out in r["cpu_replay"],
                             "model_equal": all(m["equal"] for m in r["model"] if m["output"] == out)})
-    (args.out / "golden_enforcement.yaml").write_text(yaml.safe_dump(
-        {"schema": "fixbits.enforcement.golden/1", "environment": env, "records": records}, sort_keys=False))
+    (args.out / "golden_enforcement.yaml").write_text(_dump(
+        {"schema": "fixbits.enforcement.golden/1", "environment": env, "records": records}))
 
     speed_rows = []
     if not args.no_speed and args.device == "cuda":
