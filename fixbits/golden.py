@@ -40,7 +40,8 @@ class GoldenError(ValueError):
 class GoldenRecord:
     """One recorded output. ``shape`` is (M, N, K); A is draw((M, K), in_dtype, input_kind,
     seed_a), B is draw((K, N), ...seed_b) and, for a block with an incoming accumulator, C is
-    draw((M, N), 'fp32', input_kind, seed_acc)."""
+    draw((M, N), 'fp32', input_kind, seed_acc). With epilogue ops, ``seed_side`` gives their
+    operands (see ``side_inputs``)."""
 
     id: str
     suite: str
@@ -56,6 +57,7 @@ class GoldenRecord:
     sha256: str
     elements: int
     seed_acc: int | None = None
+    seed_side: int | None = None
     env: dict[str, Any] = field(default_factory=dict)
     output_b64z: str | None = None
     note: str = ""
@@ -135,6 +137,9 @@ def record_from_dict(data: Any, where: str) -> GoldenRecord:
     for key in ("seed_a", "seed_b", "elements"):
         if not isinstance(d[key], int):
             raise GoldenError(f"{where}.{key}: expected an integer, got {d[key]!r}")
+    for key in ("seed_acc", "seed_side"):
+        if d.get(key) is not None and not isinstance(d[key], int):
+            raise GoldenError(f"{where}.{key}: expected an integer or null, got {d[key]!r}")
     if not isinstance(d["sha256"], str) or len(d["sha256"]) != 64:
         raise GoldenError(f"{where}.sha256: expected 64 hex digits, got {d['sha256']!r}")
     try:
@@ -179,12 +184,32 @@ def regenerate_inputs(record: GoldenRecord) -> tuple[np.ndarray, np.ndarray, np.
     return a, b, acc
 
 
+def side_inputs(record: GoldenRecord) -> dict[str, np.ndarray]:
+    """Epilogue operands of a record, all of out_dtype and 'ordinary': bias (N,) from seed_side,
+    residual (M, N) from seed_side + 1, gate (M, N) from seed_side + 2."""
+    if record.seed_side is None:
+        return {}
+    m, n, _ = record.shape
+    return side_inputs_for(m, n, record.out_dtype, record.seed_side)
+
+
+def side_inputs_for(m: int, n: int, out: str, s: int) -> dict[str, np.ndarray]:
+    """The epilogue operands for an (M, N) output of dtype ``out`` from seed ``s``."""
+    from fixbits.inputs import draw
+
+    return {
+        "bias": draw((n,), out, "ordinary", s),
+        "residual": draw((m, n), out, "ordinary", s + 1),
+        "gate": draw((m, n), out, "ordinary", s + 2),
+    }
+
+
 def replay(record: GoldenRecord) -> ReplayResult:
     """Recompute a record's output on the CPU emulator and compare it with the recorded hash."""
     from fixbits.emulate import emulate
 
     a, b, acc = regenerate_inputs(record)
-    out = emulate(record.desc(), a, b, acc=acc)
+    out = emulate(record.desc(), a, b, acc=acc, **side_inputs(record))
     actual = sha256_of(out)
     if actual == record.sha256:
         return ReplayResult(record.id, True, record.sha256, actual, out.size)

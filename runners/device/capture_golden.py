@@ -37,21 +37,39 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from fixbits.desc import GEMMDesc, KCut  # noqa: E402
+from fixbits.desc import EpilogueOp, GEMMDesc, KCut  # noqa: E402
 from fixbits.emulate import emulate  # noqa: E402
-from fixbits.golden import GoldenRecord, pack_output, save_file, sha256_of  # noqa: E402
+from fixbits.golden import GoldenRecord, pack_output, save_file, sha256_of, side_inputs_for  # noqa: E402
 from fixbits.inputs import draw, stream_digest  # noqa: E402
 from fixbits.numerics import formats  # noqa: E402
 
 SUITE = "capture_golden"
-IK = {"fp16": 16, "bf16": 16, "fp8_e4m3": 32}
+IK = {"fp16": 16, "bf16": 16, "fp8_e4m3": 32, "fp8_e5m2": 32}
+BASE_DTYPES = ("fp16", "bf16", "fp8_e4m3")  # the first capture's loops (their seeds are fixed)
+# epilogue op lists whose eager-PyTorch result the emulator should reproduce bit for bit, and
+# those with transcendentals (CUDA expf/erff/tanhf use ex2.approx): measured, not recorded
+EXACT_EPILOGUES: tuple[tuple[EpilogueOp, ...], ...] = (
+    (EpilogueOp("bias"),),
+    (EpilogueOp("relu"),),
+    (EpilogueOp("scale", 0.1),),
+    (EpilogueOp("residual"),),
+    (EpilogueOp("bias"), EpilogueOp("relu"), EpilogueOp("scale", 0.3), EpilogueOp("residual")),
+)
+TRANSCENDENTAL_EPILOGUES: tuple[tuple[EpilogueOp, ...], ...] = (
+    (EpilogueOp("gelu"),),
+    (EpilogueOp("gelu_tanh"),),
+    (EpilogueOp("silu_gate"),),
+    (EpilogueOp("bias"), EpilogueOp("gelu")),
+)
 KINDS = ("ordinary", "wide", "tiny", "subnormal", "cancel")
 INLINE_MISMATCH_LIMIT = 1 << 16
 
 
 @dataclass(frozen=True)
 class Case:
-    """One capture: ``variant`` picks the kernel ('block', 'single', 'per_mma', 'splitk')."""
+    """One capture: ``variant`` picks the kernel ('block', 'single', 'per_mma', 'splitk', 'fma');
+    ``epilogue`` ops run as eager PyTorch on the single-pass kernel's output; ``partial`` is the
+    split-K workspace type; ``lanes`` (fma) deals K round-robin to that many chains."""
 
     case: str
     variant: str
@@ -65,12 +83,26 @@ class Case:
     bk: int = 64
     span: int = 0
     has_acc: bool = False
+    epilogue: tuple[EpilogueOp, ...] = ()
+    partial: str = "fp32"
+    lanes: int = 1
 
     @property
     def id(self) -> str:
         extra = f"_bk{self.bk}" if self.case == "gemm" else ("_acc" if self.has_acc else "")
         extra += f"_span{self.span}" if self.variant == "splitk" else ""
+        extra += f"_partial{self.partial}" if self.partial != "fp32" else ""
+        extra += f"_lanes{self.lanes}" if self.variant == "fma" else ""
+        if self.epilogue:
+            extra += "_ep_" + "+".join(
+                op.kind if op.value is None else f"{op.kind}{op.value}" for op in self.epilogue
+            )
         return f"{self.variant}_{self.dtype}_{self.out_dtype}_{self.m}x{self.n}x{self.k}{extra}_{self.kind}_s{self.seed}"
+
+    @property
+    def exact(self) -> bool:
+        """Whether the emulator owes this case exact bits (no transcendental epilogue op)."""
+        return not any(op.kind in ("gelu", "gelu_tanh", "silu_gate") for op in self.epilogue)
 
     def desc(self) -> GEMMDesc:
         ik = IK[self.dtype]
@@ -80,13 +112,28 @@ class Case:
         if self.variant == "block":
             return GEMMDesc(**base, k_loop_step=ik)
         if self.variant == "single":
-            return GEMMDesc(**base, k_loop_step=self.bk)
+            return GEMMDesc(**base, k_loop_step=self.bk, epilogue=self.epilogue)
+        if self.variant == "fma":
+            cuts = (KCut("strided", count=self.lanes, span=1),) if self.lanes > 1 else ()
+            return GEMMDesc(
+                arch="sm_90",
+                instruction="fma",
+                instruction_k=1,
+                in_dtype=self.dtype,
+                out_dtype=self.out_dtype,
+                k_cuts=cuts,
+            )
         if self.variant == "per_mma":
             return GEMMDesc(
                 **base, k_loop_step=self.bk, use_fast_accum=False, promotion_interval=self.bk // ik
             )
         if self.variant == "splitk":
-            return GEMMDesc(**base, k_loop_step=self.bk, k_cuts=(KCut("contiguous", span=self.span),))
+            return GEMMDesc(
+                **base,
+                k_loop_step=self.bk,
+                k_cuts=(KCut("contiguous", span=self.span),),
+                partial_dtype=self.partial,
+            )
         raise ValueError(f"unknown variant {self.variant}")
 
 
@@ -94,7 +141,7 @@ def build_cases(quick: bool) -> list[Case]:
     cases: list[Case] = []
     seed = 1000
     kinds = KINDS[:2] if quick else KINDS
-    for dtype in IK:
+    for dtype in BASE_DTYPES:
         for kind in kinds:
             for has_acc in (False, True):
                 seed += 10
@@ -102,7 +149,7 @@ def build_cases(quick: bool) -> list[Case]:
                     Case("block", "block", dtype, "fp32", 64, 64, IK[dtype], kind, seed, has_acc=has_acc)
                 )
     shapes = [(64, 64, 256), (33, 17, 777), (96, 80, 1000)] if not quick else [(33, 17, 777)]
-    for dtype in IK:
+    for dtype in BASE_DTYPES:
         ik = IK[dtype]
         variants = [
             ("single", 64, 0, "fp32"),
@@ -126,6 +173,39 @@ def build_cases(quick: bool) -> list[Case]:
                 cases.append(
                     Case("gemm", "splitk", dtype, "fp32", 128, 96, 4100, kind, seed, bk=64, span=1024)
                 )
+    # -- second capture: appended so the first capture's ids and seeds stay as recorded --------
+    seed = 5000
+    for kind in kinds[:4] if not quick else kinds:  # fp8 e5m2 blocks and GEMMs
+        for has_acc in (False, True):
+            seed += 10
+            cases.append(Case("block", "block", "fp8_e5m2", "fp32", 64, 64, 32, kind, seed, has_acc=has_acc))
+    for m, n, k in [(33, 17, 777), (64, 64, 256)][: 1 if quick else 2]:
+        for variant, bk in (("single", 64), ("per_mma", 32)):
+            for kind in ("ordinary", "wide", "tiny"):
+                seed += 10
+                cases.append(Case("gemm", variant, "fp8_e5m2", "fp32", m, n, k, kind, seed, bk=bk))
+    for dtype in ("fp16", "bf16"):  # split-K with partials stored at the output type
+        for m, n, k in [(33, 17, 777), (96, 80, 1000)][: 1 if quick else 2]:
+            for kind in ("ordinary", "wide"):
+                seed += 10
+                cases.append(
+                    Case("gemm", "splitk", dtype, dtype, m, n, k, kind, seed, bk=64, span=256, partial=dtype)
+                )
+    for dtype in ("fp16", "bf16"):  # the scalar path: fma chains, one lane or two dealt round-robin
+        for lanes in (1, 2):
+            for kind in ("ordinary", "wide", "cancel")[: 2 if quick else 3]:
+                seed += 10
+                cases.append(Case("gemm", "fma", dtype, "fp32", 33, 17, 301, kind, seed, lanes=lanes))
+    pairs = [
+        ("fp16", "fp16", ("ordinary", "cancel")),
+        ("bf16", "bf16", ("ordinary", "cancel")),
+        ("fp16", "fp32", ("ordinary", "wide")),
+    ]
+    for dtype, out, ep_kinds in pairs:  # eager PyTorch epilogues after the single-pass kernel
+        for ops in EXACT_EPILOGUES + TRANSCENDENTAL_EPILOGUES:
+            for kind in ep_kinds[: 1 if quick else 2]:
+                seed += 10
+                cases.append(Case("gemm", "single", dtype, out, 64, 48, 256, kind, seed, bk=64, epilogue=ops))
     return cases
 
 
@@ -152,6 +232,7 @@ class GpuRunner:
             "fp16": torch.float16,
             "bf16": torch.bfloat16,
             "fp8_e4m3": torch.float8_e4m3fn,
+            "fp8_e5m2": torch.float8_e5m2,
             "fp32": torch.float32,
         }
         if device == "cpu":
@@ -170,7 +251,34 @@ class GpuRunner:
         raw = t.contiguous().view(signed).cpu().numpy()
         return raw.view(formats.np_dtype(dtype))
 
-    def run(self, c: Case, a: np.ndarray, b: np.ndarray, acc: np.ndarray | None) -> np.ndarray:
+    def run(
+        self, c: Case, a: np.ndarray, b: np.ndarray, acc: np.ndarray | None, side: dict[str, np.ndarray]
+    ) -> np.ndarray:
+        if not c.epilogue:
+            return self.from_torch(self._run(c, a, b, acc), c.out_dtype)
+        import torch.nn.functional as F
+
+        torch = self.torch
+        y = self._run(c, a, b, acc)
+        t = {k: self.to_torch(v, c.out_dtype) for k, v in side.items()}
+        for op in c.epilogue:  # eager PyTorch, one op (one kernel, one rounding) at a time
+            if op.kind == "bias":
+                y = y + t["bias"]
+            elif op.kind == "residual":
+                y = y + t["residual"]
+            elif op.kind == "scale":
+                y = y * op.value
+            elif op.kind == "relu":
+                y = torch.relu(y)
+            elif op.kind == "gelu":
+                y = F.gelu(y)
+            elif op.kind == "gelu_tanh":
+                y = F.gelu(y, approximate="tanh")
+            elif op.kind == "silu_gate":
+                y = F.silu(y) * t["gate"]
+        return self.from_torch(y, c.out_dtype)
+
+    def _run(self, c: Case, a: np.ndarray, b: np.ndarray, acc: np.ndarray | None) -> Any:
         torch, tl = self.torch, self.tl
         ta = self.to_torch(a, c.dtype)
         tbt = self.to_torch(np.ascontiguousarray(b.T), c.dtype)  # B^T (N, K): K-major B
@@ -185,9 +293,15 @@ class GpuRunner:
             self.kernels["block"][(1,)](
                 ta, tbt, tacc, d, c.n, K=c.k, BM=64, BN=64, HAS_ACC=c.has_acc, num_warps=4
             )
-            return self.from_torch(d, "fp32")
+            return d
         bm, bn = 64, 64
         grid_mn = (self.triton.cdiv(c.m, bm), self.triton.cdiv(c.n, bn))
+        if c.variant == "fma":
+            d = torch.empty((c.m, c.n), dtype=torch.float32, device=self.device)
+            self.kernels["fma"][(self.triton.cdiv(c.m, 32), self.triton.cdiv(c.n, 32))](
+                ta, tbt, d, c.m, c.n, c.k, BM=32, BN=32, LANES=c.lanes, num_warps=4
+            )
+            return d
         if c.variant in ("single", "per_mma"):
             d = torch.empty((c.m, c.n), dtype=self.tdtype[c.out_dtype], device=self.device)
             self.kernels["gemm"][grid_mn](
@@ -208,9 +322,10 @@ class GpuRunner:
                 ASM_ADD=c.variant == "per_mma" and self.device != "cpu",
                 num_warps=4,
             )
-            return self.from_torch(d, c.out_dtype)
+            return d
         parts = max(1, -(-c.k // c.span))
-        ws = torch.empty((parts, c.m, c.n), dtype=torch.float32, device=self.device)
+        ws = torch.empty((parts, c.m, c.n), dtype=self.tdtype[c.partial], device=self.device)
+        ws_tl = {"fp32": tl.float32, "fp16": tl.float16, "bf16": tl.bfloat16}[c.partial]
         for part in range(parts):  # one launch per part: each chained from zero over [k0, k1)
             k0, k1 = part * c.span, min(c.k, (part + 1) * c.span)
             self.kernels["gemm"][grid_mn](
@@ -227,7 +342,7 @@ class GpuRunner:
                 BN=bn,
                 BK=c.bk,
                 PER_MMA=False,
-                OUT=tl.float32,
+                OUT=ws_tl,
                 ASM_ADD=False,
                 num_warps=4,
             )
@@ -236,7 +351,7 @@ class GpuRunner:
         self.kernels["merge"][(self.triton.cdiv(total, 1024),)](
             ws, d, total, parts, BLOCK=1024, OUT=out_tl, num_warps=4
         )
-        return self.from_torch(d, c.out_dtype)
+        return d
 
 
 def _patch_interpreter_index() -> None:
@@ -336,10 +451,31 @@ def _make_kernels(triton: Any, tl: Any) -> dict[str, Any]:
         mask = offs < total
         s = tl.zeros((BLOCK,), dtype=tl.float32)
         for p in range(0, PARTS):
-            s = s + tl.load(ws_ptr + p * total + offs, mask=mask, other=0.0)
+            s = s + tl.load(ws_ptr + p * total + offs, mask=mask, other=0.0).to(tl.float32)
         tl.store(d_ptr + offs, s.to(OUT), mask=mask)
 
-    return {"block": block_kernel, "gemm": gemm_kernel, "merge": merge_kernel}
+    @triton.jit(do_not_specialize=["M", "N", "K"])
+    def fma_kernel(a_ptr, bt_ptr, d_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, LANES: tl.constexpr):
+        """The scalar path: each output a chain of fp32 fmas from +0 over K in order (LANES=1), or
+        two chains over the even and odd k, summed (0 + lane 0) + lane 1 (LANES=2)."""
+        rm = tl.program_id(0) * BM + tl.arange(0, BM)
+        rn = tl.program_id(1) * BN + tl.arange(0, BN)
+        acc0 = tl.zeros((BM, BN), dtype=tl.float32)
+        acc1 = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, LANES):
+            a0 = tl.load(a_ptr + rm * K + k, mask=rm < M, other=0.0).to(tl.float32)
+            b0 = tl.load(bt_ptr + rn * K + k, mask=rn < N, other=0.0).to(tl.float32)
+            acc0 = tl.fma(a0[:, None], b0[None, :], acc0)
+            if LANES == 2:
+                a1 = tl.load(a_ptr + rm * K + k + 1, mask=(rm < M) & (k + 1 < K), other=0.0).to(tl.float32)
+                b1 = tl.load(bt_ptr + rn * K + k + 1, mask=(rn < N) & (k + 1 < K), other=0.0).to(tl.float32)
+                acc1 = tl.fma(a1[:, None], b1[None, :], acc1)
+        if LANES == 2:
+            acc0 = (tl.zeros((BM, BN), dtype=tl.float32) + acc0) + acc1
+        mask = (rm[:, None] < M) & (rn[None, :] < N)
+        tl.store(d_ptr + rm[:, None] * N + rn[None, :], acc0, mask=mask)
+
+    return {"block": block_kernel, "gemm": gemm_kernel, "merge": merge_kernel, "fma": fma_kernel}
 
 
 # -- driver ------------------------------------------------------------------------------------
@@ -380,7 +516,7 @@ def compile_check() -> int:
 
     ks = _make_kernels(triton, tl)
     target = GPUTarget("cuda", 90, 32)
-    ptr = {"fp16": "*fp16", "bf16": "*bf16", "fp8_e4m3": "*fp8e4nv"}
+    ptr = {"fp16": "*fp16", "bf16": "*bf16", "fp8_e4m3": "*fp8e4nv", "fp8_e5m2": "*fp8e5"}
     bad = 0
     for dtype, ik in IK.items():
         for has_acc in (False, True):
@@ -413,6 +549,23 @@ def compile_check() -> int:
                 f"gemm  {dtype:9s} {'per_mma' if per_mma else 'single ':7s} BK={bk:<3d} wgmma x{n_wgmma} "
                 f"dot-from-zero={from_zero} add.rn.f32={'add.rn.f32' in ptx} imprecise={imprecise[:1]} {'ok' if ok else 'UNEXPECTED'}"
             )
+    for dtype in ("fp16", "bf16"):
+        for lanes in (1, 2):
+            sig = {
+                "a_ptr": ptr[dtype],
+                "bt_ptr": ptr[dtype],
+                "d_ptr": "*fp32",
+                "M": "i32",
+                "N": "i32",
+                "K": "i32",
+            }
+            sig.update(BM="constexpr", BN="constexpr", LANES="constexpr")
+            src = ASTSource(fn=ks["fma"], signature=sig, constexprs={"BM": 32, "BN": 32, "LANES": lanes})
+            ptx = triton.compile(src, target=target, options={"num_warps": 4}).asm["ptx"]
+            n_fma = len(re.findall(r"fma\.rn\.f32", ptx))
+            ok = n_fma > 0 and "wgmma" not in ptx and "mma.sync" not in ptx
+            bad += not ok
+            print(f"fma   {dtype:9s} lanes={lanes} fma.rn.f32 x{n_fma} {'ok' if ok else 'UNEXPECTED'}")
     return 1 if bad else 0
 
 
@@ -481,14 +634,15 @@ def main(argv: list[str] | None = None) -> int:
         try:
             desc = c.desc()
             a, b, acc = inputs_of(c)
-            want = emulate(desc, a, b, acc=acc)
-            got = want if runner is None else runner.run(c, a, b, acc)
+            seed_side = c.seed + 3 if c.epilogue else None
+            side = side_inputs_for(c.m, c.n, c.out_dtype, seed_side) if seed_side is not None else {}
+            want = emulate(desc, a, b, acc=acc, **side)
+            got = want if runner is None else runner.run(c, a, b, acc, side)
             if got.shape != want.shape or got.dtype != want.dtype:
                 raise RuntimeError(f"output {got.dtype}{got.shape} != expected {want.dtype}{want.shape}")
             same = formats.bits(got) == formats.bits(want)
-            row.update(
-                compared=int(same.size), matched=int(same.sum()), status="match" if same.all() else "MISMATCH"
-            )
+            status = "match" if same.all() else ("MISMATCH" if c.exact else "measured")
+            row.update(compared=int(same.size), matched=int(same.sum()), status=status)
             if not same.all():
                 i, j = (int(v) for v in np.argwhere(~same)[0])
                 row["first"] = {
@@ -510,12 +664,7 @@ def main(argv: list[str] | None = None) -> int:
                 }
             # a plumbing check that does not depend on the arithmetic model: the error against the
             # exact float64 product relative to sum |a||b| (+|acc|) must be small
-            a64, b64 = a.astype(np.float64), b.astype(np.float64)
-            exact = a64 @ b64 + (0.0 if acc is None else acc.astype(np.float64))
-            scale = np.abs(a64) @ np.abs(b64) + (0.0 if acc is None else np.abs(acc.astype(np.float64)))
-            with np.errstate(invalid="ignore", divide="ignore"):
-                rel = np.abs(got.astype(np.float64) - exact) / np.where(scale > 0, scale, 1.0)
-            row["max_rel_err"] = float(np.nanmax(rel)) if rel.size else 0.0
+            row["max_rel_err"] = None if c.epilogue else _max_rel_err(got, a, b, acc)
             nonzero = int(np.count_nonzero(got.astype(np.float32)))
             row["nonzero"] = nonzero
             rec = GoldenRecord(
@@ -529,6 +678,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed_a=c.seed,
                 seed_b=c.seed + 1,
                 seed_acc=c.seed + 2 if c.has_acc else None,
+                seed_side=seed_side,
                 descriptor=desc.to_dict(),
                 desc_hash=desc.short_hash,
                 sha256=sha256_of(got),
@@ -539,9 +689,14 @@ def main(argv: list[str] | None = None) -> int:
                 else None,
                 note=f"{c.variant} kernel, BLOCK_K={c.bk}"
                 + (f", SPAN={c.span}" if c.span else "")
+                + (", epilogue as eager PyTorch ops" if c.epilogue else "")
                 + f"; source: {source}",
             )
-            records.setdefault(f"golden_{c.case}_{c.dtype}.yaml", []).append(rec)
+            # transcendental epilogues are measurements (CUDA's ex2.approx is not modelled): kept
+            # apart from golden_*.yaml, which CI replays and requires bit-exact
+            prefix = "golden" if c.exact else "measure"
+            group = "epilogue" if c.epilogue else c.case
+            records.setdefault(f"{prefix}_{group}_{c.dtype}.yaml", []).append(rec)
         except Exception as exc:  # report the crashed case, keep going
             row["error"] = f"{type(exc).__name__}: {exc}"
             row["trace"] = traceback.format_exc(limit=3)
@@ -557,6 +712,7 @@ def main(argv: list[str] | None = None) -> int:
         "skipped_for_budget": skipped,
         "cases_matched": sum(r["status"] == "match" for r in summary),
         "cases_mismatched": sum(r["status"] == "MISMATCH" for r in summary),
+        "cases_measured_inexact": sum(r["status"] == "measured" for r in summary),
         "cases_crashed": sum(r["status"] == "error" for r in summary),
         "elements_compared": sum(r["compared"] for r in summary),
         "elements_matched": sum(r["matched"] for r in summary),
@@ -570,7 +726,9 @@ def main(argv: list[str] | None = None) -> int:
     # summary table last: one line per (variant, dtype), then totals
     groups: dict[tuple[str, str], list[int]] = {}
     for r in summary:
-        key = (r["id"].split("_")[0] if not r["id"].startswith("per_mma") else "per_mma", _dtype_of(r["id"]))
+        variant = "per_mma" if r["id"].startswith("per_mma") else r["id"].split("_")[0]
+        variant = "epilogue" if "_ep_" in r["id"] else variant
+        key = (variant, _dtype_of(r["id"]))
         g = groups.setdefault(key, [0, 0, 0, 0, 0])
         g[0] += 1
         g[1] += r["status"] == "match"
@@ -587,6 +745,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{variant:10s} {dtype:9s} {g[0]:5d} {g[1]:5d} {g[2]:5d} {g[3]:10d} {g[4]:10d}")
     print("  ".join(f"{k}={v}" for k, v in totals.items()))
     return 0 if totals["cases_mismatched"] == 0 and totals["cases_crashed"] == 0 else 1
+
+
+def _max_rel_err(got: np.ndarray, a: np.ndarray, b: np.ndarray, acc: np.ndarray | None) -> float:
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    exact = a64 @ b64 + (0.0 if acc is None else acc.astype(np.float64))
+    scale = np.abs(a64) @ np.abs(b64) + (0.0 if acc is None else np.abs(acc.astype(np.float64)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = np.abs(got.astype(np.float64) - exact) / np.where(scale > 0, scale, 1.0)
+    return float(np.nanmax(rel)) if rel.size else 0.0
 
 
 def _dtype_of(case_id: str) -> str:
