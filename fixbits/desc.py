@@ -92,9 +92,11 @@ class KCut:
 
     CONTIGUOUS with ``span``: parts of ``span`` elements, the last one short.
     CONTIGUOUS with ``count``: ``count`` parts whose span is n/count rounded (``span_rule``
-    ceil or floor) to a multiple of ``granule``; the last part takes what is left, except
-    under ``tail_dropped`` (the cuBLAS split-K defect) where it stops at the same span and
-    the leftover elements are never summed.
+    ceil or floor) to a multiple of ``granule``; the last part takes what is left.
+    ``tail_dropped`` is cuBLASLt's nvjet split-K rule (ALGO_ID 66, measured on the H200):
+    span = granule * ceil(floor(n / count) / granule) and every part, the last included,
+    stops at its span, so the last n - count*span elements are never summed when that is
+    positive (the split-K tail defect) and the trailing parts are short or empty otherwise.
     STRIDED: tiles of ``span`` elements dealt round-robin to ``count`` groups.
     """
 
@@ -131,9 +133,12 @@ class KCut:
         if self.span is not None:
             return [[(s, min(n, s + self.span))] for s in range(0, max(n, 1), self.span)] if n else [[]]
         assert self.count is not None
-        granules = n / (self.count * self.granule)
-        rounded = math.floor(granules) if self.span_rule in ("floor", "tail_dropped") else math.ceil(granules)
-        span = rounded * self.granule
+        if self.span_rule == "tail_dropped":
+            span = self.granule * -(-(n // self.count) // self.granule)
+        else:
+            granules = n / (self.count * self.granule)
+            rounded = math.floor(granules) if self.span_rule == "floor" else math.ceil(granules)
+            span = rounded * self.granule
         out: list[list[tuple[int, int]]] = []
         for i in range(self.count):
             start = min(n, i * span)

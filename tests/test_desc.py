@@ -74,7 +74,7 @@ def test_parts_cover_each_index_at_most_once_in_order(cut: KCut, n: int) -> None
         assert sorted(seen) == list(range(n))
 
 
-def test_tail_dropped_loses_exactly_the_paper_example() -> None:
+def test_tail_dropped_keeps_the_first_parts_whole_steps() -> None:
     # K = 8648, nine parts of whole 64-steps: 9 x 960 = 8640, the last 8 values never summed.
     parts = KCut("contiguous", count=9, granule=64, span_rule="tail_dropped").parts(8648)
     covered = sum(stop - start for p in parts for start, stop in p)
@@ -116,3 +116,21 @@ def test_family_names_follow_the_paper() -> None:
         k_cuts=(KCut("strided", count=32, span=8, merge="butterfly_down"),),
     )
     assert gemv.family == "gemv_lane_tree"
+
+
+@pytest.mark.parametrize(
+    ("k", "splits", "lost"),
+    [
+        (8648, 9, 8),  # the paper's example: q = 135 = 9 x 15, t = 8 < 9
+        (8648, 6, 0),  # FINDINGS.md: 1x8x8648 on 6 parts comes back whole
+        (11528, 9, 8),
+        (57608, 45, 8),
+        (57616, 45, 16),
+        (114008, 89, 88),  # measured on the H200: q mod s = 1 and s > b + t, a whole step lost too
+        (223008, 129, 96),
+        (256008, 129, 72),
+    ],
+)
+def test_nvjet_split_rule_reproduces_measured_losses(k: int, splits: int, lost: int) -> None:
+    parts = KCut("contiguous", count=splits, granule=64, span_rule="tail_dropped").parts(k)
+    assert k - sum(stop - start for p in parts for start, stop in p) == lost
