@@ -146,6 +146,15 @@ def _driver() -> str | None:
     return release or (f"CUDA {api}" if api else None)
 
 
+def _mapped_paths(fragment: str) -> set[str]:
+    """Real paths of the shared objects mapped into this process whose name contains ``fragment``."""
+    try:
+        with open("/proc/self/maps") as fh:
+            return {os.path.realpath(line.split()[-1]) for line in fh if fragment in line and "/" in line}
+    except OSError:
+        return set()
+
+
 def _cublas_versions() -> tuple[str | None, str | None]:
     """(cuBLAS, cuBLASLt) versions of the first usable library the cuBLAS helper discovers."""
     try:
@@ -158,7 +167,8 @@ def _cublas_versions() -> tuple[str | None, str | None]:
         return None, None
     if not libs:
         return None, None
-    lt = libs[0]
+    loaded = _mapped_paths("libcublasLt")  # the copy this process already uses (torch's) comes first
+    lt = next((lib for lib in libs if lib.realpath in loaded), libs[0])
     lt_version = version_string(lt.version) if lt.version is not None else None
     cublas = None
     sibling = os.path.join(os.path.dirname(lt.path), os.path.basename(lt.path).replace("cublasLt", "cublas"))
