@@ -76,7 +76,9 @@ def aot_compile(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], target: 
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     bound_args, specialization, options = binder(*args, **kwargs)
     if hasattr(fn, "_pack_args"):  # the JIT's own packing: signature, constexprs, attributes
-        opts, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
+        opts, signature, constexprs, attrs = fn._pack_args(
+            backend, kwargs, bound_args, specialization, options
+        )
     else:
         opts = backend.parse_options(options)
         signature, constexprs, attrs = _pack(fn, backend, bound_args, specialization)

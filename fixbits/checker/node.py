@@ -20,13 +20,14 @@ COMMUTATIVE = frozenset({"add", "mul", "min", "max", "and", "or", "xor", "pack_e
 COMMUTATIVE_PREFIX2 = frozenset({"fma"})
 
 
+_VARIANT_KINDS = frozenset({"shfl", "xwarp", "carried", "lane_sym"})
 _EXCHANGE = frozenset({"shfl", "xwarp", "carried", "ldmatrix", "state"})
 
 
 class Node:
     """One value of the symbolic thread."""
 
-    __slots__ = ("kind", "attrs", "kids", "digest", "poly", "variant", "size", "exchange")
+    __slots__ = ("kind", "attrs", "kids", "digest", "poly", "variant", "exchange")
 
     def __init__(self, kind: str, attrs: tuple = (), kids: tuple[Node, ...] = (), poly: Poly | None = None):
         if kind in COMMUTATIVE and len(kids) > 1:
@@ -38,20 +39,18 @@ class Node:
         self.attrs = attrs
         self.kids = kids
         self.poly = poly
-        h = hashlib.blake2b(digest_size=16)
-        h.update(kind.encode())
-        h.update(repr(attrs).encode())
+        self.digest = hashlib.blake2b(
+            b"".join((kind.encode(), b"\x00", repr(attrs).encode(), b"\x00", *[k.digest for k in kids])),
+            digest_size=16,
+        ).digest()
+        variant = kind in _VARIANT_KINDS or (poly is not None and poly.is_variant())
+        exchange = kind in _EXCHANGE
         for k in kids:
-            h.update(k.digest)
-        self.digest = h.digest()
-        self.variant = (
-            (poly.is_variant() if poly is not None else False)
-            or any(k.variant for k in kids)
-            or (kind in ("shfl", "xwarp", "carried", "lane_sym"))
-        )
-        self.size = 1 + sum(k.size for k in kids)
+            variant = variant or k.variant
+            exchange = exchange or k.exchange
+        self.variant = variant
         # a value that came from another lane, warp or iteration: no change of coordinates removes it
-        self.exchange = kind in _EXCHANGE or any(k.exchange for k in kids)
+        self.exchange = exchange
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Node) and self.digest == other.digest

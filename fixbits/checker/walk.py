@@ -32,6 +32,7 @@ class SmemEntry:
     pred: Node | None
     nbytes: int
     epoch: int
+    node: Node | None = None
 
 
 TRUE = Node("true")
@@ -92,6 +93,8 @@ class Walk:
         self.nondeterministic = False
         self.labels: dict[str, int] = {}
         self.backedges: dict[int, int] = {}  # header index -> back-edge branch index
+        self._hist: Node | None = None
+        self._hist_key: tuple[int, int] | None = None
 
     # ---- to be provided by the ISA walker ------------------------------------------------
     def insts_len(self) -> int:
@@ -347,18 +350,20 @@ class Walk:
         return first
 
     def smem_history(self) -> Node:
-        return Node(
-            "hist",
-            (),
-            tuple(
-                Node(
-                    "st",
-                    (e.kind, e.nbytes, e.epoch),
-                    (e.addr, e.value, e.pred if e.pred is not None else TRUE),
-                )
-                for e in self.smem
-            ),
-        )
+        key = (id(self.smem), len(self.smem))
+        if self._hist_key != key or self._hist is None:
+            entries = []
+            for e in self.smem:
+                if e.node is None:
+                    e.node = Node(
+                        "st",
+                        (e.kind, e.nbytes, e.epoch),
+                        (e.addr, e.value, e.pred if e.pred is not None else TRUE),
+                    )
+                entries.append(e.node)
+            self._hist = Node("hist", (), tuple(entries))
+            self._hist_key = key
+        return self._hist
 
     def smem_load(self, addr: Node, nbytes: int) -> Node:
         u = self.smem_uniform(nbytes)
@@ -392,36 +397,47 @@ class LoopSummary:
         self.carried = carried
         self._full_cache: tuple[Node, dict[str, int]] | None = None
         self._single: bool | None = None
+        self._refs_memo: dict[bytes, tuple[str, ...]] = {}
 
-    def _refs(self, n: Node, out: list[str], seen: set[bytes]) -> None:
-        if n.digest in seen:
-            return
-        seen.add(n.digest)
+    def _refs(self, n: Node) -> tuple[str, ...]:
+        """Carried registers ``n`` reads, in first-use order (memoised per node)."""
+        got = self._refs_memo.get(n.digest)
+        if got is not None:
+            return got
+        out: list[str] = []
         if n.kind == "carried":
-            r = str(n.attrs[0])
-            if r not in out:
-                out.append(r)
-            return
-        if n.poly is not None:
-            for s in sorted(n.poly.symbols()):
-                if s.startswith("carried:") and s[8:] not in out:
-                    out.append(s[8:])
-            return
-        for k in n.kids:
-            self._refs(k, out, seen)
+            out.append(str(n.attrs[0]))
+        elif n.poly is not None:
+            out.extend(s[8:] for s in sorted(n.poly.symbols()) if s.startswith("carried:"))
+        else:
+            seen: set[str] = set()
+            for k in n.kids:
+                for r in self._refs(k):
+                    if r not in seen:
+                        seen.add(r)
+                        out.append(r)
+        res = tuple(out)
+        self._refs_memo[n.digest] = res
+        return res
 
     def closure(self, starts: list[Node], first: str | None = None) -> list[str]:
         order: list[str] = [first] if first else []
-        seen: set[bytes] = set()
-        for s in starts:
-            self._refs(s, order, seen)
-        self._refs(self.cond, order, seen)
+        have = set(order)
+
+        def add(rs: tuple[str, ...]) -> None:
+            for r in rs:
+                if r not in have:
+                    have.add(r)
+                    order.append(r)
+
+        for s_ in starts:
+            add(self._refs(s_))
+        add(self._refs(self.cond))
         i = 0
         while i < len(order):
-            r = order[i]
-            u = self.upd.get(r)
+            u = self.upd.get(order[i])
             if u is not None:
-                self._refs(u, order, seen)
+                add(self._refs(u))
             i += 1
         return order
 

@@ -70,46 +70,33 @@ def _match_paren(text: str, start: int, open_ch: str, close_ch: str) -> int:
     raise PTXError(f"unbalanced '{open_ch}' at offset {start}")
 
 
+_LABEL_HEAD = re.compile(r"\s*([$A-Za-z_][\w$]*):(?!:)")
+
+
 def _statements(body: str) -> list[str]:
-    """Statements of a function body; '{' and '}' that open/close scopes become their own items."""
+    """Statements of a function body; '{' and '}' that open/close scopes become their own items.
+
+    Operand braces never hold a ';', so the body splits on ';' first; what precedes a statement
+    in its chunk is scope braces and labels.
+    """
     out: list[str] = []
-    cur: list[str] = []
-    depth_operand = 0
-    at_start = True
-    for ch in body:
-        if at_start and ch in " \t\r\n":
-            continue
-        if at_start and ch in "{}":
-            out.append(ch)
-            continue
-        at_start = False
-        if ch == "{":
-            depth_operand += 1
-        elif ch == "}":
-            if depth_operand == 0:
-                # closes a scope right after a statement without ';' (should not happen in valid PTX)
-                stmt = "".join(cur).strip()
-                if stmt:
-                    out.append(stmt)
-                out.append("}")
-                cur = []
-                at_start = True
+    for chunk in body.split(";"):
+        rest = chunk
+        while True:
+            rest = rest.lstrip()
+            if not rest:
+                break
+            if rest[0] in "{}":
+                out.append(rest[0])
+                rest = rest[1:]
                 continue
-            depth_operand -= 1
-        if ch == ";" and depth_operand == 0:
-            out.append("".join(cur).strip())
-            cur = []
-            at_start = True
-            continue
-        if ch == ":" and depth_operand == 0 and re.fullmatch(r"\s*[$A-Za-z_][\w$]*", "".join(cur)):
-            out.append("".join(cur).strip() + ":")
-            cur = []
-            at_start = True
-            continue
-        cur.append(ch)
-    tail = "".join(cur).strip()
-    if tail:
-        out.append(tail)
+            m = _LABEL_HEAD.match(rest)
+            if m:
+                out.append(m.group(1) + ":")
+                rest = rest[m.end() :]
+                continue
+            out.append(rest.strip())
+            break
     return out
 
 
