@@ -130,6 +130,9 @@ def main() -> int:
         try:
             free, code = _compile_run(fn, a, False)
             kernels = _KERNEL_RE.findall(code)
+            (out_dir / f"{case}__wrapper.py").write_text(code)
+            row["inputs"] = [{"shape": list(t.shape), "dtype": str(t.dtype)} for t in a]
+            row["launches"] = re.findall(r"(triton_\w+)\.run\(([^\n]*)\)", code)
             row["kernels"] = []
             for kname, src in kernels:
                 p = out_dir / f"{case}__{kname}.py"
