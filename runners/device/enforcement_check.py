@@ -96,7 +96,7 @@ def main() -> int:
     todo = [(e.name, d, k, 0) for k in args.kinds for e, d in pairs() if not args.only or e.name in args.only]
     _log(f"(a) invariance: {len(todo)} (kernel, dtype, kind) tasks on {args.workers} workers")
     results: list[dict] = []
-    deadline_a = t_start + 0.6 * args.budget_s
+    deadline_a = t_start + 0.75 * args.budget_s
     ctx = mp.get_context("spawn")
     with cf.ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx) as pool:
         futs = {pool.submit(_check_task, *t, args.device): t for t in todo}
