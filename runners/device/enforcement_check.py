@@ -93,7 +93,10 @@ def main() -> int:
     (args.out / "env.yaml").write_text(yaml.safe_dump(env))
     _log(f"env: {env}")
     # kinds outermost: the second kind of a pair starts after the first compiled it (disk cache)
-    todo = [(e.name, d, k, 0) for k in args.kinds for e, d in pairs() if not args.only or e.name in args.only]
+    # and the biggest config spaces first, so the pool does not end waiting on one long task
+    chosen = sorted(((e, d) for e, d in pairs() if not args.only or e.name in args.only),
+                    key=lambda ed: -len(ed[0].configs()) * len(ed[0].load().KERNELS))
+    todo = [(e.name, d, k, 0) for k in args.kinds for e, d in chosen]
     _log(f"(a) invariance: {len(todo)} (kernel, dtype, kind) tasks on {args.workers} workers")
     results: list[dict] = []
     deadline_a = t_start + 0.75 * args.budget_s
