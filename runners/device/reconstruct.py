@@ -46,15 +46,18 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
+DEVICE = "cuda"  # a CPU smoke test of the script's logic sets "cpu"
+
+
 def gpu_draw(shape: tuple[int, int], dtype: str, kind: str, gen: Any) -> Any:
     import torch
 
     from fixbits.cublas.torch_dtypes import torch_dtype
 
-    x = torch.randn(shape, generator=gen, device="cuda", dtype=torch.float32)
+    x = torch.randn(shape, generator=gen, device=DEVICE, dtype=torch.float32)
     if kind == "wide":
         lo, hi = (-6, 6) if dtype.startswith("fp8") else (-12, 12)
-        e = torch.randint(lo, hi + 1, shape, generator=gen, device="cuda").float()
+        e = torch.randint(lo, hi + 1, shape, generator=gen, device=DEVICE).float()
         x = x * torch.exp2(e)
     if dtype == "fp8_e4m3":
         x = x.clamp(-448, 448)
@@ -77,7 +80,7 @@ def compare_shape(lt: Any, desc: Any, shape: tuple[int, int, int], in_dtype: str
     from fixbits.numerics.formats import bits
 
     m, n, k = shape
-    gen = torch.Generator(device="cuda")
+    gen = torch.Generator(device=DEVICE)
     rng = np.random.default_rng(seed)
     done = comps = bad = 0
     notes: list[str] = []
