@@ -99,6 +99,7 @@ def test_summary_counts_groups_skips_and_keeps_drift(worker_files: list[Path]) -
         and drift.prop("shape") == "1x2x8648"
         and drift.prop("desc_hash") == "3f2a9c1b0d4e"
     )
+    assert s.by_suite == (("reconstruction", 2, 1, 2, 3),)
     crash = next(p for p in s.problems if p.test.endswith("test_crash"))
     assert crash.outcome == "error" and crash.message.startswith("RuntimeError: CUDA error: an illegal")
     assert not s.ok
@@ -158,6 +159,16 @@ def test_report_cli_writes_merged_file_and_markdown(worker_files: list[Path], tm
         timeout=120,
     )
     assert missing.returncode == 2 and "nope.xml: no such file" in missing.stderr
+
+
+def test_breakdown_by_suite(tmp_path: Path) -> None:
+    unit = TestCase("test_u", classname="tests.test_desc")
+    gate = TestCase("test_g", classname="suites.enforcement.test_tree")
+    gate.result = [Skipped(NO_GPU)]
+    s = summarize(cases(merge([write(tmp_path / "a.xml", unit, gate)])))
+    assert s.by_suite == (("enforcement", 0, 0, 0, 1), ("unit", 1, 0, 0, 0))
+    assert "  enforcement                0       0       0        1" in render.text(s)
+    assert "| unit | 1 | 0 | 0 | 0 |" in render.markdown(s)
 
 
 def test_all_green_is_ok(tmp_path: Path) -> None:

@@ -72,6 +72,8 @@ class Summary:
     skipped: int
     skip_reasons: tuple[tuple[str, int], ...] = ()  # (reason, count), most frequent first
     problems: tuple[CaseResult, ...] = field(default_factory=tuple)  # failures and errors
+    # (suite, passed, failed, errors, skipped) per gate suite ('unit' for tests/, 'other' else)
+    by_suite: tuple[tuple[str, int, int, int, int], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -100,8 +102,19 @@ def cases(xml: JUnitXml) -> list[CaseResult]:
     return [_case_result(suite, case) for suite in xml for case in suite]
 
 
+def suite_of(test: str) -> str:
+    """'reconstruction' for 'suites.reconstruction.test_x::t', 'unit' for 'tests.test_x::t'."""
+    parts = test.split("::")[0].replace("/", ".").split(".")
+    if len(parts) >= 3 and parts[0] == "suites":
+        return parts[1]
+    return "unit" if parts[0] == "tests" else "other"
+
+
 def summarize(results: Iterable[CaseResult]) -> Summary:
     results = list(results)
+    per: dict[str, Counter[str]] = {}
+    for r in results:
+        per.setdefault(suite_of(r.test), Counter())[r.outcome] += 1
     count = Counter(r.outcome for r in results)
     reasons = Counter(
         r.message.splitlines()[0] if r.message else "(no reason given)"
@@ -116,4 +129,7 @@ def summarize(results: Iterable[CaseResult]) -> Summary:
         skipped=count["skipped"],
         skip_reasons=tuple(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         problems=tuple(r for r in results if r.outcome in ("failed", "error")),
+        by_suite=tuple(
+            (name, c["passed"], c["failed"], c["error"], c["skipped"]) for name, c in sorted(per.items())
+        ),
     )

@@ -20,6 +20,9 @@ def _counts_line(s: Summary) -> str:
 
 def text(s: Summary, *, width: int = 60) -> str:
     lines = ["fixbits report", "", _counts_line(s)]
+    if len(s.by_suite) > 1:
+        lines += ["", f"  {'suite':<20} {'passed':>7} {'failed':>7} {'errors':>7} {'skipped':>8}"]
+        lines += [f"  {n:<20} {p:>7} {f:>7} {e:>7} {k:>8}" for n, p, f, e, k in s.by_suite]
     if s.skip_reasons:
         lines += ["", "skipped, by reason:"]
         lines += [f"  {n:>5}  {reason}" for reason, n in s.skip_reasons]
@@ -58,6 +61,9 @@ def markdown(s: Summary) -> str:
         "|---:|---:|---:|---:|---:|",
         f"| {s.tests} | {s.passed} | {s.failed} | {s.skipped} | {s.errors} |",
     ]
+    if len(s.by_suite) > 1:
+        lines += ["", "| suite | passed | failed | errors | skipped |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {n} | {p} | {f} | {e} | {k} |" for n, p, f, e, k in s.by_suite]
     if s.skip_reasons:
         lines += ["", "### Skipped, by reason", "", "| count | reason |", "|---:|---|"]
         lines += [f"| {n} | {_md_cell(reason)} |" for reason, n in s.skip_reasons]
