@@ -300,10 +300,17 @@ def pytest_collection_modifyitems(
 ) -> None:
     """Add suite/unit markers first (tryfirst: before -m deselects), then drop fuzz, then skip GPU."""
     root = Path(str(config.rootpath)).resolve()
+    registered = {line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
     for item in items:
         suite = _suite_of(item, root)
-        if suite is not None and suite not in {m.name for m in item.iter_markers()}:
-            item.add_marker(getattr(pytest.mark, suite))  # --strict-markers rejects an unregistered suite
+        if suite is None or suite in {m.name for m in item.iter_markers()}:
+            continue
+        if suite not in registered:
+            raise pytest.UsageError(
+                f"{item.nodeid}: suites/{suite}/ has no registered marker {suite!r}; add "
+                f'"{suite}: ..." to markers in [tool.pytest.ini_options] (every gate suite carries its marker)'
+            )
+        item.add_marker(getattr(pytest.mark, suite))
 
     markexpr = str(config.getoption("markexpr", "") or "")
     if config.getoption("--mode") != "fuzz" and "fuzz" not in markexpr:
