@@ -511,7 +511,6 @@ def run(args: argparse.Namespace) -> int:
         shapes = generate_realistic()
         REALISTIC_FILE.write_text(dump_realistic(shapes))
         print(f"wrote {len(shapes)} shapes to {REALISTIC_FILE}")
-        args.format = "table" if args.format == "table" else args.format
         return _print_table1(shapes)
     if args.check:
         committed, generated = load_realistic(), generate_realistic()
