@@ -168,6 +168,17 @@ def generate(arch: str, in_dtype: str, out_dtype: str, obs: Observed, hints: dic
                     continue
                 for merge in ("butterfly_up", "butterfly_down", "chain"):
                     structures.append((KCut("strided", count=c, span=t, merge=merge),))
+        # block-wide GEMV: tiles dealt round-robin to warps x lanes, lanes folded by shuffles,
+        # warps merged after: a strided cut over warps (tile = lanes*t) above a strided cut over lanes
+        for lanes in (32, 16, 8):
+            for t in tiles:
+                for warps in (2, 4, 8, 16, 32):
+                    if warps * lanes * t > 2 * k:
+                        continue
+                    for wmerge in ("chain", "butterfly_up", "butterfly_down"):
+                        for lmerge in ("butterfly_up", "butterfly_down"):
+                            structures.append((KCut("strided", count=warps, span=lanes * t, merge=wmerge),
+                                               KCut("strided", count=lanes, span=t, merge=lmerge)))
         for c0 in range(2, 9):
             for s in tiles:
                 if 1 < s < k // c0:

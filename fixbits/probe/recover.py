@@ -165,6 +165,11 @@ def _pairs_per_column(keys: np.ndarray) -> np.ndarray:
 def _choose(f: _Filter, q: np.ndarray, budget: int) -> list[tuple[int, int, int]]:
     """Greedy: placements that split the most candidate pairs apart."""
     preds = np.stack([predict_many(ad, q[:, 0], q[:, 1], q[:, 2]) for _, ad in f.items]).astype(np.int64)  # (C, Q)
+    preds = np.unique(preds, axis=0)  # candidates no placement here can split count once
+    keep = np.nonzero((preds != preds[:1]).any(axis=0))[0]  # placements that split nothing are dropped
+    if len(keep) == 0:
+        return []
+    q, preds = q[keep], preds[:, keep]
     n = preds.shape[0]
     labels = np.zeros(n, dtype=np.int64)
     chosen: list[int] = []
