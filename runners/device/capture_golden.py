@@ -1,6 +1,7 @@
 """Record golden outputs on a GPU and check the CPU emulator against them, bit for bit.
 
     python3 runners/device/capture_golden.py --out DIR [--budget-s 170] [--quick]
+    python3 runners/device/capture_golden.py --out DIR --set second     # only the cases added since run 1
     python3 runners/device/capture_golden.py --out DIR --dry-run        # CPU: records from the emulator
     python3 runners/device/capture_golden.py --out DIR --interpret      # CPU: TRITON_INTERPRET kernels
     python3 runners/device/capture_golden.py --out DIR --compile-check  # CPU: sm_90 PTX structure
@@ -63,6 +64,7 @@ TRANSCENDENTAL_EPILOGUES: tuple[tuple[EpilogueOp, ...], ...] = (
 )
 KINDS = ("ordinary", "wide", "tiny", "subnormal", "cancel")
 INLINE_MISMATCH_LIMIT = 1 << 16
+SECOND_SEED = 5000  # cases added after the first H200 capture start here
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ def build_cases(quick: bool) -> list[Case]:
                     Case("gemm", "splitk", dtype, "fp32", 128, 96, 4100, kind, seed, bk=64, span=1024)
                 )
     # -- second capture: appended so the first capture's ids and seeds stay as recorded --------
-    seed = 5000
+    seed = SECOND_SEED
     for kind in kinds[:4] if not quick else kinds:  # fp8 e5m2 blocks and GEMMs
         for has_acc in (False, True):
             seed += 10
@@ -595,6 +597,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--only", default="", help="comma-separated substrings; run only cases whose id contains one"
     )
+    p.add_argument(
+        "--set",
+        choices=("all", "first", "second"),
+        default="all",
+        help="first: the cases of the first capture (seeds < 5000); second: the ones added after it",
+    )
     args = p.parse_args(argv)
     if args.compile_check:
         return compile_check()
@@ -620,6 +628,8 @@ def main(argv: list[str] | None = None) -> int:
     env["capture_source"] = source
 
     cases = build_cases(args.quick)
+    if args.set != "all":
+        cases = [c for c in cases if (c.seed < SECOND_SEED) == (args.set == "first")]
     if args.only:
         keys = [s for s in args.only.split(",") if s]
         cases = [c for c in cases if any(s in c.id for s in keys)]
@@ -696,7 +706,10 @@ def main(argv: list[str] | None = None) -> int:
             # apart from golden_*.yaml, which CI replays and requires bit-exact
             prefix = "golden" if c.exact else "measure"
             group = "epilogue" if c.epilogue else c.case
-            records.setdefault(f"{prefix}_{group}_{c.dtype}.yaml", []).append(rec)
+            # the second capture's cases get files of their own, so copying a run's files into
+            # matrices/golden/ never replaces records of the other set
+            suffix = "" if c.seed < SECOND_SEED else "_2"
+            records.setdefault(f"{prefix}_{group}_{c.dtype}{suffix}.yaml", []).append(rec)
         except Exception as exc:  # report the crashed case, keep going
             row["error"] = f"{type(exc).__name__}: {exc}"
             row["trace"] = traceback.format_exc(limit=3)
