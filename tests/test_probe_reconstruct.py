@@ -71,6 +71,17 @@ def test_reconstruct_writes_a_verified_resumable_profile(tmp_path: Path, monkeyp
     assert s2["probed"] == [], s2
 
 
+def test_reconstruct_in_worker_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parallel path (one process per answer, as on the GPU runner) writes the same entries."""
+    shapes = [(48, 4, k) for k in (200, 300, 1100, 1300)]
+    monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
+                      lt=_FakeLt(), backend=_FakeCublas(), profile_launch=False, log=lambda m: None, workers=2)
+    assert s["answers"] == 2 and not s["failed"] and len(s["probed"]) == 2, s
+    prof = load(tmp_path / "sm_90_cublaslt130100_fp16_fp32.yaml")
+    assert equivalent_on(prof.entries["a1-t1-s4-r0-w0-c0-g0"].desc, SPLIT, 1300)
+
+
 def test_shape_space_is_large_and_reaches_long_vectors_and_deep_k() -> None:
     shapes = R.shape_space(20000, seed=0)
     assert len(shapes) == 20000 == len(set(shapes))

@@ -154,13 +154,76 @@ def verify_entry(backend: Any, desc: Any, shapes: list[tuple[int, int, int]], *,
     return good, len(shapes), notes
 
 
+_BACKENDS: dict[tuple[str, str], Any] = {}
+
+
+def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
+    """Profile, probe and verify one heuristic answer (runs in a worker process when parallel)."""
+    from fixbits.probe.recover import probe
+
+    t1 = time.time()
+    key, group = task["key"], [tuple(x) for x in task["group"]]
+    in_dtype, out_dtype = task["in_dtype"], task["out_dtype"]
+    rep = pick(group, 1)[0]
+    out: dict[str, Any] = {"key": key, "rep": list(rep), "group_size": task["group_size"], "kernels": [],
+                           "notes": [], "calls": 0, "bad": [], "good": 0, "tried": 0}
+    if time.time() > task["deadline"]:
+        return {**out, "status": "skipped"}
+    backend = backend if backend is not None else task.get("backend")
+    if backend is None:
+        bk = (in_dtype, out_dtype)
+        if bk not in _BACKENDS:
+            from fixbits.cublas.backend import CublasBackend
+
+            _BACKENDS[bk] = CublasBackend(in_dtype, out_dtype)
+        backend = _BACKENDS[bk]
+    launch: dict[str, Any] | None = None
+    try:
+        if not task["profile_launch"]:
+            raise RuntimeError("launch profiling off")
+        from fixbits.cublas.profile import profile_call
+        from fixbits.inputs import draw
+
+        a = draw((rep[0], rep[2]), in_dtype, "ordinary", 1)
+        b = draw((rep[2], rep[1]), in_dtype, "ordinary", 2)
+        launch = profile_call(lambda: backend.gemm(a, b)).to_dict()
+        out["kernels"] = list(launch.get("kernels", []))
+    except Exception as exc:  # noqa: BLE001
+        launch = {"error": f"{type(exc).__name__}: {exc}"}
+    hints: dict[str, Any] = {}
+    try:
+        hints = _hints(task["answer"], launch)
+        hints["extra_shapes"] = pick([s for s in group if s != rep and s[2] != rep[2]], 2)
+        res = probe(backend, *rep, arch=task["arch"], hints=hints, seed=task["seed"],
+                    deadline=min(task["deadline"], time.time() + task["per_answer_s"]))
+    except Exception as exc:  # noqa: BLE001
+        return {**out, "status": "crashed", "seconds": round(time.time() - t1, 1),
+                "why": f"probe crashed at {rep}: {type(exc).__name__}: {exc} | "
+                       + traceback.format_exc(limit=4).replace("\n", " | ")}
+    try:
+        _dump_evidence(Path(task["out_dir"]), in_dtype, key, rep, hints, launch, res)
+    except Exception:  # noqa: BLE001  (evidence is a debugging aid; never fail the answer for it)
+        pass
+    out.update(calls=res.calls, notes=list(res.notes), seconds=round(time.time() - t1, 1))
+    if res.status != "recovered" or res.desc is None:
+        return {**out, "status": res.status, "why": f"{res.status} at {rep}: " + "; ".join(res.notes)}
+    others = [s for s in pick([s for s in group if s != rep], task["verify_shapes"] + 1) if s != rep]
+    try:
+        good, tried, bad = verify_entry(backend, res.desc, [rep] + others[: task["verify_shapes"]],
+                                        seed=task["seed"] + 5)
+    except Exception as exc:  # noqa: BLE001
+        good, tried, bad = 0, 0, [f"verify crashed: {exc}"]
+    out.update(status="recovered", desc=res.desc.to_dict(), good=good, tried=tried, bad=bad,
+               seconds=round(time.time() - t1, 1))
+    return out
+
+
 def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budget_s: float,
                 max_queries: int = 30000, scan_budget_s: float | None = None, verify_shapes: int = 3,
                 log: Any = print, seed: int = 0, lt: Any = None, backend: Any = None,
-                profile_launch: bool = True, per_answer_s: float = 60.0) -> dict[str, Any]:
+                profile_launch: bool = True, per_answer_s: float = 60.0, workers: int = 1) -> dict[str, Any]:
     """The whole pipeline on the local GPU; returns a summary dict (also written as JSON).
     ``lt`` / ``backend`` replace cuBLASLt (tests pass a fake heuristic and the emulator)."""
-    from fixbits.probe.recover import probe
 
     t0 = time.time()
     if lt is None:
@@ -178,7 +241,7 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
     shapes = shape_space(max_queries, seed, k_multiple=kmul)
     sc = scan(lt, in_dtype, out_dtype, shapes, budget_s=scan_budget_s if scan_budget_s else budget_s * 0.25)
     log(f"[{in_dtype}->{out_dtype}] scan: {sc.queries} queries, {len(sc.groups)} answers, {sc.errors} errors, {sc.seconds:.1f}s")
-    if backend is None:
+    if backend is None and workers <= 1:
         from fixbits.cublas.backend import CublasBackend
 
         backend = CublasBackend(in_dtype, out_dtype)
@@ -191,61 +254,61 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
         prof = ArchProfile(arch, "cublaslt", version, in_dtype, out_dtype, entries, failed)
         prof.save(out_dir)
 
+    tasks = []
     for key in order:
         if key in entries:
-            continue
-        if time.time() - t0 > budget_s:
-            summary["skipped_budget"].append(key)
             continue
         group_all = sc.groups[key]
         # shapes the split-K tail defect hits sum less than K: probe and verify on the others
         group = [sh for sh in group_all if not _tail_hit(sc.answers[key], sh[2])] or group_all
-        rep = pick(group, 1)[0]
-        t1 = time.time()
-        launch = None
-        try:
-            if not profile_launch:
-                raise RuntimeError("launch profiling off")
-            from fixbits.cublas.profile import profile_call
-            from fixbits.inputs import draw
+        tasks.append({"arch": arch, "in_dtype": in_dtype, "out_dtype": out_dtype, "key": key, "group": group,
+                      "group_size": len(group_all), "answer": sc.answers[key], "seed": seed,
+                      "deadline": t0 + budget_s, "per_answer_s": per_answer_s, "verify_shapes": verify_shapes,
+                      "profile_launch": profile_launch, "out_dir": str(out_dir),
+                      "backend": backend if workers > 1 else None})
 
-            a = draw((rep[0], rep[2]), in_dtype, "ordinary", 1)
-            b = draw((rep[2], rep[1]), in_dtype, "ordinary", 2)
-            launch = profile_call(lambda a=a, b=b: backend.gemm(a, b)).to_dict()
-        except Exception as exc:  # noqa: BLE001
-            launch = {"error": f"{type(exc).__name__}: {exc}"}
-        try:
-            hints = _hints(sc.answers[key], launch)
-            extra = [s for s in pick([s for s in group if s != rep and s[2] != rep[2]], 2)]
-            hints["extra_shapes"] = extra
-            res = probe(backend, *rep, arch=arch, hints=hints, seed=seed,
-                        deadline=min(t0 + budget_s, time.time() + per_answer_s))
-        except Exception as exc:  # noqa: BLE001
-            failed[key] = f"probe crashed at {rep}: {type(exc).__name__}: {exc}"
-            summary["failed"][key] = failed[key]
-            log(f"  {key} {rep}: CRASH {exc}\n{traceback.format_exc(limit=3)}")
-            save()
-            continue
-        _dump_evidence(out_dir, in_dtype, key, rep, hints, launch, res)
-        if res.status != "recovered" or res.desc is None:
-            failed[key] = f"{res.status} at {rep}: " + "; ".join(res.notes)
-            summary["failed"][key] = failed[key]
-            log(f"  {key} {rep}: {res.status} calls={res.calls} {res.notes}")
-            save()
-            continue
-        others = [s for s in pick([s for s in group if s != rep], verify_shapes + 1) if s != rep][:verify_shapes]
-        try:
-            good, tried, bad = verify_entry(backend, res.desc, [rep] + others, seed=seed + 5)
-        except Exception as exc:  # noqa: BLE001
-            good, tried, bad = 0, 0, [f"verify crashed: {exc}"]
-        kernels = tuple(launch.get("kernels", ())) if isinstance(launch, dict) else ()
-        entries[key] = ProfileEntry(key, res.desc, rep, good, len(group_all), kernels,
-                                    note=("mismatch at " + ", ".join(bad)) if bad else "")
-        summary["probed"].append({"key": key, "shape": list(rep), "family": res.desc.family, "hash": res.desc.short_hash,
-                                  "calls": res.calls, "verified": f"{good}/{tried}", "seconds": round(time.time() - t1, 1)})
-        log(f"  {key} {rep}: {res.desc.family} {res.desc.short_hash} calls={res.calls} verified {good}/{tried} "
-            f"({time.time() - t1:.1f}s) {'; '.join(res.notes)}")
+    def record(r: dict[str, Any]) -> None:
+        key = r["key"]
+        if r["status"] == "skipped":
+            summary["skipped_budget"].append(key)
+            return
+        if r["status"] != "recovered":
+            failed[key] = r["why"]
+            summary["failed"][key] = r["why"]
+            log(f"  {key} {tuple(r['rep'])}: {r['why'][:300]}")
+        else:
+            from fixbits.desc import GEMMDesc
+
+            desc = GEMMDesc.from_dict(r["desc"])
+            entries[key] = ProfileEntry(key, desc, tuple(r["rep"]), r["good"], r["group_size"], tuple(r["kernels"]),
+                                        note=("mismatch at " + ", ".join(r["bad"])) if r["bad"] else "")
+            failed.pop(key, None)
+            summary["probed"].append({"key": key, "shape": list(r["rep"]), "family": desc.family,
+                                      "hash": desc.short_hash, "calls": r["calls"],
+                                      "verified": f"{r['good']}/{r['tried']}", "seconds": r["seconds"]})
+            log(f"  {key} {tuple(r['rep'])}: {desc.family} {desc.short_hash} calls={r['calls']} "
+                f"verified {r['good']}/{r['tried']} ({r['seconds']}s) {'; '.join(r['notes'])}")
         save()
+
+    if workers <= 1:
+        for task in tasks:
+            record(run_answer(task, backend=backend))
+    else:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+            futs = [pool.submit(run_answer, task) for task in tasks]
+            try:
+                for fut in cf.as_completed(futs, timeout=max(1.0, t0 + budget_s + per_answer_s + 30 - time.time())):
+                    try:
+                        record(fut.result())
+                    except Exception as exc:  # noqa: BLE001  (a worker died: the others go on)
+                        log(f"  worker failed: {type(exc).__name__}: {exc}")
+            except cf.TimeoutError:
+                log("  reconstruct: workers still busy at the deadline; their answers are left out")
+                for f in futs:
+                    f.cancel()
     save()
     summary["profile"] = str(prof_path)
     summary["seconds"] = round(time.time() - t0, 1)

@@ -43,6 +43,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--fuzz", type=int, default=2000)
     p.add_argument("--draws", type=int, default=10)
     p.add_argument("--profiles", default=None, help="use these profiles for the sweep (skip part 1)")
+    p.add_argument("--workers", type=int, default=max(1, min(8, (os.cpu_count() or 2) - 2)),
+                   help="processes probing answers in parallel (each has its own CUDA context)")
     return p.parse_args()
 
 
@@ -229,7 +231,7 @@ def main() -> int:
             try:
                 summaries[dt] = reconstruct(arch=args.arch, in_dtype=dt, out_dtype="fp32", out_dir=prof_dir,
                                             budget_s=b, max_queries=args.max_queries, scan_budget_s=min(40.0, 0.3 * b),
-                                            log=log)
+                                            log=log, workers=args.workers, per_answer_s=min(90.0, 0.6 * b))
             except Exception as exc:  # noqa: BLE001
                 summaries[dt] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc(limit=5)}
                 log(f"[{dt}] reconstruct crashed: {exc}")
