@@ -297,18 +297,17 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
         import concurrent.futures as cf
         import multiprocessing as mp
 
-        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-            futs = [pool.submit(run_answer, task) for task in tasks]
-            try:
-                for fut in cf.as_completed(futs, timeout=max(1.0, t0 + budget_s + per_answer_s + 30 - time.time())):
-                    try:
-                        record(fut.result())
-                    except Exception as exc:  # noqa: BLE001  (a worker died: the others go on)
-                        log(f"  worker failed: {type(exc).__name__}: {exc}")
-            except cf.TimeoutError:
-                log("  reconstruct: workers still busy at the deadline; their answers are left out")
-                for f in futs:
-                    f.cancel()
+        pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+        futs = [pool.submit(run_answer, task) for task in tasks]
+        try:
+            for fut in cf.as_completed(futs, timeout=max(1.0, t0 + budget_s + 20 - time.time())):
+                try:
+                    record(fut.result())
+                except Exception as exc:  # noqa: BLE001  (a worker died: the others go on)
+                    log(f"  worker failed: {type(exc).__name__}: {exc}")
+        except cf.TimeoutError:
+            log("  reconstruct: workers still busy at the deadline; their answers are left out")
+        pool.shutdown(wait=False, cancel_futures=True)
     save()
     summary["profile"] = str(prof_path)
     summary["seconds"] = round(time.time() - t0, 1)

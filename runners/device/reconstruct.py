@@ -235,6 +235,8 @@ def main() -> int:
             except Exception as exc:  # noqa: BLE001
                 summaries[dt] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc(limit=5)}
                 log(f"[{dt}] reconstruct crashed: {exc}")
+            (out / "summary.yaml").write_text(yaml.safe_dump({"reconstruct": summaries, "partial": True},
+                                                             sort_keys=False))
     profiles = {}
     for p in sorted(prof_dir.glob("*.yaml")):
         try:
