@@ -130,8 +130,16 @@ def generate(arch: str, in_dtype: str, out_dtype: str, obs: Observed, hints: dic
         cuts: list[tuple[KCut, ...]] = []
         if not dropped and split_hint is None:
             cuts.append(())
-        cands = count_cuts(k, _counts(obs, split_hint))
+        cands = count_cuts(k, _counts(obs, split_hint), ("chain", "butterfly_up", "butterfly_down"))
         cuts += [(c,) for c in cands if _boundaries_ok(c, obs)]
+        # K tiles dealt to cooperating warpgroups inside one CTA, their accumulators added after
+        for c in (2, 4):
+            for t in (32, 64, 128, 256):
+                if c * t <= k:
+                    strided = KCut("strided", count=c, span=t)
+                    if split_hint is None and not dropped:
+                        cuts.append((strided,))
+                    cuts += [(o, strided) for o in cands if o.merge == "chain" and _boundaries_ok(o, obs)][:8]
         if not dropped and split_hint is None:
             for s in spacings([0] + list(obs.rn_true))[:4]:
                 if 1 < s < k:
