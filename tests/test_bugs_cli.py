@@ -75,7 +75,10 @@ def _rep(own_value: float) -> Reproduction:
 
 def test_report_text() -> None:
     text = format_reproduction(_rep(11520.0))
-    assert "predicted loss 8, observed (cuBLASLt own pick) 8: matches the condition" in text
+    assert (
+        "predicted loss: span rule 8, paper's condition 8; observed (cuBLASLt own pick) 8: "
+        "span rule matches, paper's condition matches" in text
+    )
     assert "'algo_id': 66" in text and "q=180 t=8 s=9" in text
     assert "RuntimeError: boom" in text
     assert "whole K reads 11528" in text  # 11528 is an fp16 value (step 8 above 8192)
@@ -165,13 +168,15 @@ def test_probe_sweep_and_torch_parts_with_a_fake_black_box(
     assert not rep.data["errors"], rep.data["errors"]
     sw = rep.data["parts"]["sweep"]
     assert sw["queried"] == len(small.shapes()) * 2 and not sw["out_of_time"]
-    assert sw["with_algo"][None]["fp"] == sw["with_algo"][None]["fn"] == 0 and sw["losses_found"] > 0
-    assert sw["without_algo"][None]["fp"] > 0  # the 1x2 shapes land on ALGO 23 in this fake
+    conf = sw["confusion"]
+    assert conf["paper"]["all"]["fp"] == conf["paper"]["all"]["fn"] == 0 and sw["losses_found"] > 0
+    assert conf["span"]["all"] == conf["paper"]["all"]  # splits stay below 64 in this fake: the rules agree
+    assert conf["paper_no_algo"]["all"]["fp"] > 0  # the 1x2 shapes land on ALGO 23 in this fake
     rows = (tmp_path / "splitk_sweep.csv").read_text().splitlines()
     assert rows[0].startswith("m,n,k,in_dtype,algo_id") and len(rows) > sw["losses_found"]
     tp = rep.data["parts"]["torch"]
     assert tp["cases"] and tp["mm_out_fp32_loses"] == 0
-    assert "with ALGO" in probe.summary(rep)
+    assert "span_no_algo" in probe.summary(rep)
 
 
 def test_probe_replay_part_writes_golden_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

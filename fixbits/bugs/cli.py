@@ -80,22 +80,27 @@ def format_reproduction(rep: object) -> str:
         note = "" if r.uniform else f"not uniform: min {r.min:g} max {r.max:g}"
         if r.out_dtype != "fp32":
             note = (
-                note + " " if note else ""
-            ) + f"(whole K reads {expect:g}; K-{pred.t} reads {rounded(k - pred.t, r.out_dtype):g})"
+                (note + " " if note else "")
+                + f"(whole K reads {expect:g}; K-{pred.lost_span or pred.t} reads {rounded(k - (pred.lost_span or pred.t), r.out_dtype):g})"
+            )
         lines.append(
             f"{r.path:<22} {r.out_dtype:<5} {r.value:>12g} {expect:>12g} {'' if lost is None else lost:>6}  {note}"
         )
     own = rep.result("lt-own")
     observed = own.lost(k) if own else None
-    verdict = (
-        "cannot tell (own pick failed or is not uniform)"
-        if observed is None
-        else "matches the condition"
-        if observed == pred.lost
-        else f"DIFFERS from the condition (observed {observed}, predicted {pred.lost})"
+
+    def verdict(predicted: int) -> str:
+        if observed is None:
+            return "cannot tell (own pick failed or is not uniform)"
+        if observed == predicted:
+            return "matches"
+        return f"DIFFERS (observed {observed}, predicted {predicted})"
+
+    lines.append(
+        f"predicted loss: span rule {pred.lost_span}, paper's condition {pred.lost}; observed (cuBLASLt own "
+        f"pick) {observed}: span rule {verdict(pred.lost_span)}, paper's condition {verdict(pred.lost)}"
     )
-    lines.append(f"predicted loss {pred.lost}, observed (cuBLASLt own pick) {observed}: {verdict}")
-    if pred.lost:
+    if pred.lost_span:
         from fixbits.bugs.splitk_tail import tail_dropped_desc
 
         try:
@@ -103,7 +108,7 @@ def format_reproduction(rep: object) -> str:
             cut = desc.k_cuts[0]
             lines.append(
                 f"descriptor of the losing launch: {desc.short_hash} ({cut.count} contiguous parts of "
-                f"{(pred.q // pred.splitk_num) * pred.k_step}, last ends at {k - pred.t}; "
+                f"{pred.k // pred.splitk_num}, last ends at {k - pred.lost_span}; "
                 "`--desc-out F` writes it; `fixbits emulate --desc F --kind ones` replays it)"
             )
         except ValueError as exc:
@@ -148,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             lt.close()
         print(format_reproduction(rep))
-        if args.desc_out and rep.prediction.lost:
+        if args.desc_out and rep.prediction.lost_span:
             from fixbits.bugs.splitk_tail import tail_dropped_desc
 
             with open(args.desc_out, "w") as fh:
@@ -156,5 +161,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {args.desc_out}")
         own = rep.result("lt-own")
         observed = own.lost(k) if own else None
-        rc = rc or (0 if observed == rep.prediction.lost else 3)
+        rc = rc or (0 if observed == rep.prediction.lost_span else 3)
     return rc

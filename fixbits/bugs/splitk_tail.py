@@ -6,6 +6,12 @@ returns K - t: it splits q = floor(K/b) whole k steps of b evenly over s threadb
 t = K mod b leftover terms belong to nobody. The condition: ALGO_ID 66, t != 0, q mod s == 0 and
 s > t. The k step b is data (matrices/cublas_bugs/k_steps.yaml), the shapes each library is known
 to lose on are data (matrices/cublas_bugs/*.yaml), and torch is imported only by the GPU parts.
+
+The span rule (measured on an H200 with cuBLASLt 13.1.0, see matrices/cublas_bugs/): each of the
+s parts spans floor(K/s) terms, rounded up to whole k steps unless it already is whole; when it
+is whole, the parts end at s·floor(K/s) and r = K mod (b·s) terms are lost, which happens exactly
+when 0 < r < s. For s <= b this is the paper's condition (r = t); past s = b the loss can exceed
+b (K = 114008, s = 89 loses 88 = 64 + 24), which the paper's condition does not predict.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ import yaml
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "matrices" / "cublas_bugs"
 DEFAULT_ALGO_IDS: tuple[int, ...] = (66,)
+# the predictors a sweep scores: the paper's four clauses, the span rule, each without ALGO_ID
+VARIANTS: tuple[str, ...] = ("paper", "paper_no_algo", "span", "span_no_algo")
+GATED_VARIANT = "span"  # what the gate holds the library to (it contains the paper's cases)
 HEURISTIC_FIELDS = (
     "algo_id",
     "tile_id",
@@ -76,12 +85,43 @@ class TailPrediction:
         """Terms expected lost when the ALGO_ID clause is dropped (for the sweep statistics)."""
         return self.t if self.arithmetic_clauses else 0
 
+    @property
+    def span_residue(self) -> int:
+        """r = K mod (b·s): what whole parts of floor(K/s) terms leave over when that span is whole."""
+        return self.k % (self.k_step * self.splitk_num) if self.splitk_num >= 1 else 0
+
+    @property
+    def span_clauses(self) -> bool:
+        """floor(K/s) is a whole number of k steps and does not reach K: 0 < K mod (b·s) < s."""
+        return self.splitk_num >= 1 and 0 < self.span_residue < self.splitk_num
+
+    @property
+    def lost_span(self) -> int:
+        """Terms expected lost under the span rule with the ALGO_ID clause."""
+        return self.span_residue if self.algo_clause and self.span_clauses else 0
+
+    @property
+    def lost_span_without_algo(self) -> int:
+        return self.span_residue if self.span_clauses else 0
+
+    def predicted(self, variant: str) -> int:
+        """The loss one of VARIANTS predicts."""
+        if variant not in VARIANTS:
+            raise ValueError(f"variant {variant!r} is not one of {', '.join(VARIANTS)}")
+        return {
+            "paper": self.lost,
+            "paper_no_algo": self.lost_without_algo,
+            "span": self.lost_span,
+            "span_no_algo": self.lost_span_without_algo,
+        }[variant]
+
     def explain(self) -> str:
         return (
             f"K={self.k} b={self.k_step} q={self.q} t={self.t} s={self.splitk_num} algo={self.algo_id}: "
             f"algo in {list(self.algo_ids)}={self.algo_clause}, t!=0={self.t != 0}, "
             f"q mod s==0={self.splitk_num >= 1 and self.q % self.splitk_num == 0}, s>t={self.splitk_num > self.t}"
-            f" -> lost {self.lost} (without the ALGO_ID clause: {self.lost_without_algo})"
+            f" -> lost {self.lost} (without the ALGO_ID clause: {self.lost_without_algo}); "
+            f"span rule: K mod (b*s)={self.span_residue} -> lost {self.lost_span}"
         )
 
 
@@ -109,11 +149,15 @@ def expected_loss(
     *,
     require_algo_id: bool = True,
     algo_ids: tuple[int, ...] = DEFAULT_ALGO_IDS,
+    rule: str = "paper",
 ) -> int:
-    """Terms of K expected lost for a heuristic answer (anything with algo_id/splitk_num)."""
+    """Terms of K expected lost for a heuristic answer (anything with algo_id/splitk_num);
+    ``rule`` is 'paper' (the four clauses) or 'span' (the span rule)."""
+    if rule not in ("paper", "span"):
+        raise ValueError(f"rule {rule!r} is not one of paper, span")
     s = int(answer.splitk_num) if splitk_num is None else splitk_num
     pred = tail_condition(k, k_step, s, int(answer.algo_id), algo_ids=algo_ids)
-    return pred.lost if require_algo_id else pred.lost_without_algo
+    return pred.predicted(rule if require_algo_id else f"{rule}_no_algo")
 
 
 @dataclass(frozen=True)
@@ -500,7 +544,8 @@ def rounded(value: float, dtype: str) -> float:
     import numpy as np
 
     npd = {"fp32": np.float32, "fp16": np.float16, "bf16": ml_dtypes.bfloat16}[dtype]
-    return float(np.asarray(value, dtype=np.float64).astype(npd))
+    with np.errstate(over="ignore"):  # K past the fp16 range reads inf, as the GPU's fp16 output does
+        return float(np.asarray(value, dtype=np.float64).astype(npd))
 
 
 def device_arch() -> str:
@@ -616,14 +661,34 @@ class SweepRecord:
     in_dtype: str
     answer: tuple[int, ...] | None  # HeuristicAnswer.key(), None if the heuristic failed
     k_step: int | None
-    predicted: int
+    predicted: int  # the paper's four clauses
     predicted_without_algo: int
     observed: int | None  # None: not run (or failed, see error)
     error: str | None = None
+    predicted_span: int = 0
+    predicted_span_without_algo: int = 0
 
     @property
     def ran(self) -> bool:
         return self.observed is not None
+
+    @property
+    def flagged(self) -> bool:
+        """Some variant predicts a loss here."""
+        return bool(
+            self.predicted
+            or self.predicted_without_algo
+            or self.predicted_span
+            or self.predicted_span_without_algo
+        )
+
+    def prediction(self, variant: str) -> int:
+        return {
+            "paper": self.predicted,
+            "paper_no_algo": self.predicted_without_algo,
+            "span": self.predicted_span,
+            "span_no_algo": self.predicted_span_without_algo,
+        }[variant]
 
 
 @dataclass(frozen=True)
@@ -634,13 +699,18 @@ class SweepResult:
     run_errors: int
     out_of_time: bool
 
-    def confusion(self, *, with_algo: bool, in_dtype: str | None = None) -> Confusion:
+    def confusion(self, variant: str = GATED_VARIANT, *, in_dtype: str | None = None) -> Confusion:
+        if variant not in VARIANTS:
+            raise ValueError(f"variant {variant!r} is not one of {', '.join(VARIANTS)}")
         c = Confusion()
         for r in self.records:
             if r.observed is None or (in_dtype and r.in_dtype != in_dtype):
                 continue
-            c = c.add(r.predicted if with_algo else r.predicted_without_algo, r.observed)
+            c = c.add(r.prediction(variant), r.observed)
         return c
+
+    def mispredicted(self, variant: str = GATED_VARIANT) -> tuple[SweepRecord, ...]:
+        return tuple(r for r in self.records if r.ran and r.observed != r.prediction(variant))
 
     @property
     def ran(self) -> int:
@@ -652,7 +722,7 @@ class SweepResult:
 
     @property
     def flagged(self) -> int:
-        return sum(1 for r in self.records if r.predicted or r.predicted_without_algo)
+        return sum(1 for r in self.records if r.flagged)
 
 
 def run_sweep(
@@ -689,21 +759,27 @@ def run_sweep(
             b = int(k_step_for(dt, ans))
             pred = tail_condition(k, b, int(ans.splitk_num), int(ans.algo_id), algo_ids=algo_ids)
             queried.append(
-                SweepRecord(m, n, k, dt, tuple(ans.key()), b, pred.lost, pred.lost_without_algo, None)
+                SweepRecord(
+                    m,
+                    n,
+                    k,
+                    dt,
+                    tuple(ans.key()),
+                    b,
+                    pred.lost,
+                    pred.lost_without_algo,
+                    None,
+                    predicted_span=pred.lost_span,
+                    predicted_span_without_algo=pred.lost_span_without_algo,
+                )
             )
         except Exception as exc:
             h_err += 1
             queried.append(
                 SweepRecord(m, n, k, dt, None, None, 0, 0, None, f"heuristic: {type(exc).__name__}: {exc}")
             )
-    flagged = [
-        i for i, r in enumerate(queried) if r.answer is not None and (r.predicted or r.predicted_without_algo)
-    ]
-    others = [
-        i
-        for i, r in enumerate(queried)
-        if r.answer is not None and not (r.predicted or r.predicted_without_algo)
-    ]
+    flagged = [i for i, r in enumerate(queried) if r.answer is not None and r.flagged]
+    others = [i for i, r in enumerate(queried) if r.answer is not None and not r.flagged]
     random.Random(seed).shuffle(others)
     if max_others is not None:
         others = others[:max_others]
@@ -723,16 +799,16 @@ def run_sweep(
 
 
 def summary_table(result: SweepResult, dtypes: tuple[str, ...]) -> str:
-    """A fixed-width table: per dtype and overall, TP/FP/FN/TN with and without the ALGO_ID clause."""
+    """A fixed-width table: per dtype and overall, TP/FP/FN/TN of every predictor variant."""
     rows = [
-        f"{'dtype':<6} {'clause':<10} {'run':>7} {'lost':>6} {'TP':>6} {'FP':>6} {'FN':>6} {'TN':>7} {'amount!=t':>9}"
+        f"{'dtype':<6} {'predictor':<14} {'run':>7} {'lost':>6} {'TP':>6} {'FP':>6} {'FN':>6} {'TN':>7} {'amount!=':>8}"
     ]
     for dt in (*dtypes, None):
-        for with_algo in (True, False):
-            c = result.confusion(with_algo=with_algo, in_dtype=dt)
+        for variant in VARIANTS:
+            c = result.confusion(variant, in_dtype=dt)
             rows.append(
-                f"{dt or 'all':<6} {'with ALGO' if with_algo else 'no ALGO':<10} {c.total:>7} {c.tp + c.fn:>6} "
-                f"{c.tp:>6} {c.fp:>6} {c.fn:>6} {c.tn:>7} {c.wrong_amount:>9}"
+                f"{dt or 'all':<6} {variant:<14} {c.total:>7} {c.tp + c.fn:>6} "
+                f"{c.tp:>6} {c.fp:>6} {c.fn:>6} {c.tn:>7} {c.wrong_amount:>8}"
             )
     return "\n".join(rows)
 
@@ -743,12 +819,13 @@ _INSTRUCTION = {"sm_80": "mma", "sm_90": "wgmma", "sm_100": "tcgen05", "sm_103":
 def tail_dropped_desc(
     pred: TailPrediction, in_dtype: str, arch: str = "sm_90", out_dtype: str = "fp32"
 ) -> Any:
-    """The GEMMDesc of a losing launch: s contiguous parts of (q/s)·b whole steps, the last one
-    stopping at K - t (KCut span_rule 'tail_dropped'), partials merged in fp32. This is what
-    the arch profile records for a losing answer, so the emulator replays the loss on CPU."""
+    """The GEMMDesc of a losing launch: s contiguous parts of floor(K/s) terms (whole k steps),
+    the last one stopping at K - (K mod b·s) (KCut span_rule 'tail_dropped'), partials merged in
+    fp32. This is what the arch profile records for a losing answer, so the emulator replays the
+    loss on CPU."""
     from fixbits.desc import GEMMDesc, KCut
 
-    if not pred.lost:
+    if not pred.lost_span:
         raise ValueError(f"no tail is dropped here: {pred.explain()}")
     if arch not in _INSTRUCTION:
         raise ValueError(f"arch {arch!r} is not one of {', '.join(_INSTRUCTION)}")

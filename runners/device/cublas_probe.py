@@ -282,7 +282,16 @@ def part_replay(lt: Any, out: str, seed: int, budget_s: float) -> dict[str, Any]
     rows = []
     records = []
     t0 = time.monotonic()
-    for m, n, k in [(1, 8, 11528), (1, 8, 57608), (32, 32, 11528), (16, 64, 11528), (1, 8, 57616)]:
+    for m, n, k in [
+        (1, 8, 11528),
+        (1, 8, 114008),
+        (32, 32, 11528),
+        (6, 16, 129376),
+        (1, 8, 57608),
+        (16, 64, 223008),
+        (16, 64, 11528),
+        (1, 8, 57616),
+    ]:
         for in_name in ("fp16", "bf16"):
             if time.monotonic() - t0 > budget_s:
                 break
@@ -290,8 +299,10 @@ def part_replay(lt: Any, out: str, seed: int, budget_s: float) -> dict[str, Any]
             try:
                 ans = lt.heuristic(m, n, k, in_name, "fp32")
                 pred = tail_condition(k, ks.lookup(arch, in_name, ans.tile_id), ans.splitk_num, ans.algo_id)
-                row.update(answer=ans.key_str(), predicted_lost=pred.lost)
-                if not pred.lost:
+                row.update(
+                    answer=ans.key_str(), predicted_lost=pred.lost_span, paper_predicted_lost=pred.lost
+                )
+                if not pred.lost_span:
                     rows.append(row)
                     continue
                 desc = tail_dropped_desc(pred, in_name, arch)
@@ -324,7 +335,7 @@ def part_replay(lt: Any, out: str, seed: int, budget_s: float) -> dict[str, Any]
                                 "heuristic": ans.key_str(),
                             },
                             output_b64z=None if same.all() else pack_output(gpu),
-                            note=f"cuBLASLt own pick (algo NULL, 32 MiB workspace), loses {pred.lost} of K; "
+                            note=f"cuBLASLt own pick (algo NULL, 32 MiB workspace), loses {pred.lost_span} of K; "
                             "descriptor: the tail-dropped split (fixbits.bugs.splitk_tail.tail_dropped_desc)",
                         )
                     )
@@ -413,6 +424,7 @@ def part_profile(lt: Any, budget_s: float) -> dict[str, Any]:
 
 def part_sweep(lt: Any, out: str, budget_s: float, quick: bool, seed: int) -> dict[str, Any]:
     from fixbits.bugs.splitk_tail import (
+        VARIANTS,
         OnesPool,
         device_arch,
         load_k_steps,
@@ -469,17 +481,21 @@ def part_sweep(lt: Any, out: str, budget_s: float, quick: bool, seed: int) -> di
                 "predicted_without_algo",
                 "observed",
                 "error",
+                "predicted_span",
+                "predicted_span_without_algo",
+                "custom_option",
+                "stages_id",
             ]
         )
         plain = 0  # whole shapes nothing flagged: the counts are in the YAML, the CSV keeps a sample
         for r in res.records:
-            interesting = r.error or r.predicted or r.predicted_without_algo or r.observed
+            interesting = r.error or r.flagged or r.observed
             if r.ran and not interesting:
                 plain += 1
                 if plain > CSV_PLAIN_ROWS:
                     continue
             if r.ran or interesting:
-                a = r.answer or (None,) * 4
+                a = r.answer or (None,) * 7
                 w.writerow(
                     [
                         r.m,
@@ -495,6 +511,10 @@ def part_sweep(lt: Any, out: str, budget_s: float, quick: bool, seed: int) -> di
                         r.predicted_without_algo,
                         r.observed,
                         r.error or "",
+                        r.predicted_span,
+                        r.predicted_span_without_algo,
+                        a[5],
+                        a[6],
                     ]
                 )
     losses = [
@@ -505,21 +525,23 @@ def part_sweep(lt: Any, out: str, budget_s: float, quick: bool, seed: int) -> di
             observed=r.observed,
             predicted=r.predicted,
             predicted_without_algo=r.predicted_without_algo,
+            predicted_span=r.predicted_span,
         )
         for r in res.losses
     ]
-    mismatches = [
-        dict(
-            shape=f"{r.m}x{r.n}x{r.k}",
-            in_dtype=r.in_dtype,
-            answer=list(r.answer or ()),
-            observed=r.observed,
-            predicted=r.predicted,
-            predicted_without_algo=r.predicted_without_algo,
-        )
-        for r in res.records
-        if r.ran and r.observed != r.predicted
-    ]
+    mismatches = {
+        variant: [
+            dict(
+                shape=f"{r.m}x{r.n}x{r.k}",
+                in_dtype=r.in_dtype,
+                answer=list(r.answer or ()),
+                observed=r.observed,
+                predicted=r.prediction(variant),
+            )
+            for r in res.mispredicted(variant)
+        ][:200]
+        for variant in ("paper", "span")
+    }
     answers: dict[str, int] = {}
     for r in res.records:
         if r.answer:
@@ -534,15 +556,15 @@ def part_sweep(lt: Any, out: str, budget_s: float, quick: bool, seed: int) -> di
         "run_errors": res.run_errors,
         "flagged_by_either_variant": res.flagged,
         "out_of_time": res.out_of_time,
-        "with_algo": {
-            dt: res.confusion(with_algo=True, in_dtype=dt).as_dict() for dt in (*spec.in_dtypes, None)
-        },
-        "without_algo": {
-            dt: res.confusion(with_algo=False, in_dtype=dt).as_dict() for dt in (*spec.in_dtypes, None)
+        "confusion": {
+            variant: {
+                dt or "all": res.confusion(variant, in_dtype=dt).as_dict() for dt in (*spec.in_dtypes, None)
+            }
+            for variant in VARIANTS
         },
         "losses_found": len(losses),
         "losses": losses[:400],
-        "mismatches_vs_condition": mismatches[:400],
+        "mismatches": mismatches,
         "distinct_answers": len(answers),
         "answers_top": dict(sorted(answers.items(), key=lambda kv: -kv[1])[:60]),
         "csv_plain_rows_kept": min(plain, CSV_PLAIN_ROWS),
