@@ -4,7 +4,9 @@ Kinds exist because ordinary random draws hide most reduction-order changes: the
 have similar exponents, so regroupings rarely move a bit, and once rounded to fp16 nothing at
 all. ``wide`` spreads exponents over the usable range, ``tiny`` and ``subnormal`` exercise the
 bottom of the formats (and the block model's e_zero / fp32 subnormal handling), ``cancel``
-makes sums cancel almost completely so the truncation inside a block shows.
+makes sums cancel almost completely so the truncation inside a block shows, ``special`` plants a
+few infinities and NaNs in ordinary values (e4m3fn has no infinity: NaN only) to check the
+non-finite rules.
 
 Values are built from the raw 64-bit words of numpy's PCG64 bit generator (whose stream numpy
 keeps stable across versions, unlike ``Generator``'s distributions) using only +, -, *, and
@@ -20,7 +22,7 @@ import numpy as np
 
 from fixbits.numerics import formats
 
-KINDS: tuple[str, ...] = ("ordinary", "wide", "tiny", "subnormal", "cancel", "ones")
+KINDS: tuple[str, ...] = ("ordinary", "wide", "tiny", "subnormal", "cancel", "ones", "special")
 
 # Per dtype: exponent range for 'wide' (products and sums stay finite in fp32) and for 'tiny'
 # (products near the bottom of the accumulator's range or of the format's own range).
@@ -103,8 +105,20 @@ def draw(shape: tuple[int, ...], dtype: str, kind: str, seed: int) -> np.ndarray
         sub = rng.integers(1, 2**f.frac - 1, shape) * step
         sub = np.where(rng.random(shape) < 0.5, -sub, sub)
         x = np.where(rng.random(shape) < 0.5, sub, rng.normalish(shape))
-    else:  # cancel
+    elif kind == "cancel":
         x = _cancel(rng, shape, dtype)
+    else:  # special
+        x = _limit(rng.normalish(shape), dtype)
+        size = int(np.prod(shape, dtype=np.int64))
+        count = max(1, size // 4000) if size else 0
+        where = rng.integers(0, max(size - 1, 0), (count,))
+        which = rng.integers(0, 2, (count,))
+        values = np.array([np.inf, -np.inf, np.nan])[which]
+        if dtype == "fp8_e4m3":
+            values = np.full(count, np.nan)
+        flat = x.reshape(-1)
+        flat[where] = values
+        return formats.to_dtype(flat.reshape(shape), dtype, "rn")
     return formats.to_dtype(_limit(x, dtype), dtype, "rn")
 
 
@@ -135,6 +149,6 @@ def stream_digest() -> str:
 
     h = hashlib.sha256()
     for dtype in ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp32"):
-        for kind in KINDS:
+        for kind in ("ordinary", "wide", "tiny", "subnormal", "cancel", "ones"):  # fixed: new kinds keep it
             h.update(np.ascontiguousarray(draw((7, 5), dtype, kind, 123)).tobytes())
     return h.hexdigest()

@@ -413,3 +413,25 @@ def test_cli_prints_digest_and_rejects_bad_descriptor(tmp_path, capsys) -> None:
     bad.write_text("arch: sm_75\n")
     assert run(parser.parse_args(["--desc", str(bad), "--shape", "1", "1", "1"])) == 2
     assert "bad.yaml" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "desc",
+    [
+        WG16,
+        WG16.replace(use_fast_accum=False, promotion_interval=1),
+        WG16.replace(k_cuts=(KCut("contiguous", count=2),)),
+        FMA,
+        FMA.replace(k_cuts=(KCut("strided", count=2, span=1, merge="butterfly_down"),)),
+    ],
+    ids=["fast", "per_mma", "splitk", "fma", "lanes"],
+)
+@pytest.mark.parametrize("out", ["fp32", "fp16"])
+def test_non_finite_inputs_follow_ieee_with_canonical_nan(desc: GEMMDesc, out: str) -> None:
+    inf, nan = np.inf, np.nan
+    a = np.array([[inf, 1.0], [nan, 1.0], [1.0, 1.0], [inf, -inf]], dtype=np.float16)
+    b = np.array([[1.0, -1.0], [1.0, 1.0]], dtype=np.float16)
+    got = formats.bits(emulate(desc.replace(out_dtype=out), a, b))
+    pinf, ninf, qnan = (0x7F800000, 0xFF800000, 0x7FFFFFFF) if out == "fp32" else (0x7C00, 0xFC00, 0x7FFF)
+    two = int(formats.bits(formats.to_dtype(np.array(2.0), out)))
+    assert [[int(v) for v in row] for row in got] == [[pinf, ninf], [qnan, qnan], [two, 0], [qnan, ninf]]

@@ -21,7 +21,14 @@ def test_reproducible_finite_and_not_all_zero(dtype: str, kind: str) -> None:
     y = draw((64, 48), dtype, kind, seed)
     assert x.dtype == formats.np_dtype(dtype) and x.shape == (64, 48)
     assert np.array_equal(formats.bits(x), formats.bits(y)), f"seed {seed}"
-    v = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        v = x.astype(np.float64)
+    if kind == "special":  # a few non-finite values, the rest ordinary
+        bad = ~np.isfinite(v)
+        assert 0 < bad.sum() <= v.size // 100, f"{dtype} seed {seed}"
+        if dtype == "fp8_e4m3":
+            assert not np.isinf(v).any()
+        v = np.where(bad, 1.0, v)
     assert np.isfinite(v).all(), f"{dtype} {kind} seed {seed}"
     assert np.count_nonzero(v) > v.size // 2, f"{dtype} {kind} seed {seed}"
     if kind != "ones":
@@ -36,6 +43,8 @@ def test_known_bytes_do_not_drift() -> None:
 
 def test_fp8_e4m3_stays_in_range() -> None:
     for kind in KINDS:
+        if kind == "special":
+            continue
         v = draw((256, 256), "fp8_e4m3", kind, 9).astype(np.float32)
         assert np.isfinite(v).all() and np.abs(v).max() <= 448, kind
 
