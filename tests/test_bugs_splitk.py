@@ -139,7 +139,7 @@ def test_recorded_files_agree_with_the_condition() -> None:
 def test_case_files_load_and_match() -> None:
     docs = load_case_files()
     h200 = [d for d in docs if d.matches("sm_90", "13.1.0")]
-    assert len(h200) == 1 and len(h200[0].cases) >= 8
+    assert len(h200) >= 1 and sum(len(d.cases) for d in h200) >= 8
     assert [d.library_version for d in docs if d.matches("sm_103", "13.1.7")] == ["13.1.*"]
     assert not [d for d in docs if d.matches("sm_80", "13.1.0")]
     for d in docs:

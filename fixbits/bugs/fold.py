@@ -44,22 +44,31 @@ def read_sweep_csv(path: Path) -> list[dict[str, Any]]:
 
 
 def pick_cases(rows: list[dict[str, Any]], *, per_kind: int = 12) -> list[dict[str, Any]]:
-    """Losses (one per answer and size), ALGO-clause saves, and whole ALGO 66 shapes with a tail."""
+    """Losses (one per answer and size, those beyond the paper's condition first), ALGO-clause
+    saves, and whole ALGO 66 shapes with a tail."""
     seen: set[tuple[Any, ...]] = set()
     losses: list[dict[str, Any]] = []
     saves: list[dict[str, Any]] = []
     whole: list[dict[str, Any]] = []
-    for r in sorted(rows, key=lambda r: (r["k"], r["m"], r["n"], r["in_dtype"])):
-        key = (r["in_dtype"], r["observed"], *(r[f] for f in _CSV_FIELDS))
-        if r["observed"] and key not in seen and len(losses) < per_kind * 2:
+    # losses the paper's condition does not explain (more than K mod 64) first, then by K
+    for r in sorted(
+        rows, key=lambda r: (r["observed"] == r["k"] % 64, r["k"], r["m"], r["n"], r["in_dtype"])
+    ):
+        answer = tuple(r[f] for f in _CSV_FIELDS)
+        if r["observed"]:
+            key: tuple[Any, ...] = ("loss", r["in_dtype"], r["observed"], *answer)
+            bucket, cap = losses, per_kind * 2
+        elif r["predicted_without_algo"] and not r["predicted"]:  # only the ALGO_ID clause keeps it whole
+            key = ("save", r["in_dtype"], r["algo_id"])
+            bucket, cap = saves, per_kind
+        elif r["algo_id"] == 66 and r["splitk_num"] > 1 and r["k"] % 64:  # split, with a tail, whole
+            key = ("whole", r["in_dtype"], r["tile_id"], r["splitk_num"])
+            bucket, cap = whole, per_kind
+        else:
+            continue
+        if key not in seen and len(bucket) < cap:
             seen.add(key)
-            losses.append(r)
-        elif (
-            not r["observed"] and r["predicted_without_algo"] and not r["predicted"] and len(saves) < per_kind
-        ):
-            saves.append(r)
-        elif not r["observed"] and r["algo_id"] == 66 and r["k"] % 64 and len(whole) < per_kind:
-            whole.append(r)
+            bucket.append(r)
     cases = []
     for r in losses + saves + whole:
         cases.append(
@@ -89,10 +98,16 @@ def fold(csv_path: Path, out_path: Path, *, arch: str, version: str, source: str
     parse_case_file(doc, str(out_path))  # validate before writing
     header = (
         f"# Split-K tail cases picked from a cublas_probe sweep ({source}) by fixbits.bugs.fold:\n"
-        "# losses (one per heuristic answer and loss size), shapes only the ALGO_ID clause keeps\n"
-        "# whole, and whole ALGO_ID 66 shapes with K mod 64 != 0. expected_lost = what the GPU returned.\n"
+        "# losses (one per heuristic answer and loss size), shapes only the ALGO_ID clause keeps whole\n"
+        "# (one per ALGO_ID), and split ALGO_ID 66 shapes with K mod 64 != 0 that stay whole.\n"
+        "# expected_lost = what the GPU returned.\n"
     )
-    out_path.write_text(header + yaml.safe_dump(doc, sort_keys=False, width=140))
+    head = {k: v for k, v in doc.items() if k != "cases"}
+    body = "".join(
+        f"  - {yaml.safe_dump(c, default_flow_style=True, sort_keys=False, width=400).strip()}\n"
+        for c in cases
+    )
+    out_path.write_text(header + yaml.safe_dump(head, sort_keys=False, width=140) + "cases:\n" + body)
     return len(cases)
 
 
