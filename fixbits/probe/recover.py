@@ -93,12 +93,17 @@ def _class_key(desc: GEMMDesc, k: int) -> Any:
 class _Filter:
     """Candidates with their addresses, filtered against the session's outcomes."""
 
-    def __init__(self, cands: list[GEMMDesc], k: int) -> None:
+    def __init__(self, cands: list[GEMMDesc], k: int, seen: dict[tuple[int, int, int], int]) -> None:
+        """Keep only the candidates that explain ``seen`` (addresses of the others are dropped at
+        once: at deep K thousands of them would not fit in memory together)."""
         self.k = k
         self.items: list[tuple[GEMMDesc, Any]] = []
+        t = np.array(list(seen.keys()), dtype=np.int64).reshape(-1, 3)
+        obs = np.array(list(seen.values()), dtype=np.int8)
         for d in cands:
-            self.items.append((d, addresses(d, k)))
-        self.start = len(self.items)
+            ad = addresses(d, k)
+            if len(t) == 0 or np.array_equal(predict_many(ad, t[:, 0], t[:, 1], t[:, 2]), obs):
+                self.items.append((d, ad))
 
     def apply(self, seen: dict[tuple[int, int, int], int]) -> None:
         if not seen:
@@ -315,16 +320,14 @@ def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, A
         return result("failed", None, [], 0, 0)
     cands = list(C.generate(arch, in_dtype, out_dtype, obs, hints))
     n_cands = len(cands)
-    f = _Filter(cands, k)
-    f.apply(s.seen)
+    f = _Filter(cands, k, s.seen)
     loose = {h: v for h, v in hints.items() if h not in ("splitk_num", "instruction", "fast_accum")}
     if not f.items and loose != hints:
         # the hints narrowed too far (a launch that is not what its answer suggests): widen
         notes.append("no candidate fits the hinted family; retried without splitk/instruction hints")
         more = list(C.generate(arch, in_dtype, out_dtype, obs, loose))
         n_cands += len(more)
-        f = _Filter(more, k)
-        f.apply(s.seen)
+        f = _Filter(more, k, s.seen)
     # 4. split what remains
     for _ in range(rounds):
         if len(f.items) <= 1:
