@@ -324,6 +324,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget-s", type=float, default=600.0)
     parser.add_argument("--max-queries", type=int, default=30000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=1, help="processes probing answers in parallel")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -333,7 +334,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else PROFILE_DIR
     out.mkdir(parents=True, exist_ok=True)
     summary = reconstruct(arch=args.arch, in_dtype=in_dtype, out_dtype=args.out_dtype, out_dir=out,
-                          budget_s=args.budget_s, max_queries=args.max_queries, seed=args.seed)
+                          budget_s=args.budget_s, max_queries=args.max_queries, seed=args.seed,
+                          workers=args.workers)
     print(f"profile: {summary['profile']}: {len(summary['probed'])} answers probed, {len(summary['failed'])} failed, "
           f"{len(summary['skipped_budget'])} left for lack of time")
     return 0 if not summary["failed"] else 1
