@@ -83,7 +83,41 @@ RECORDED = [
             "void dot_kernel<float, 128, 0, cublasDotParams<cublasGemvTensor<__half const>, cublasGemvTensor<float> > >(...)"
         ],
         UNKNOWN,
-        ("gemv2t_lane_tree", "gemv2t_contiguous", "workspace_gemv"),
+        ("gemv2t_lane_tree", "gemv2t_contiguous"),
+    ),
+    # recorded on the H200 (cublas_probe run2, cuBLASLt 13.1.0)
+    (
+        [
+            "void dot_kernel<float, 128, 0, cublasDotParams<cublasGemvTensorStridedBatched<__half const>, "
+            "cublasGemvTensorStridedBatched<float> > >(...)",
+            "void reduce_1Block_kernel<float, 128, 7, cublasGemvTensorStridedBatched<float>, "
+            "cublasGemvTensorStridedBatched<float> >(...)",
+        ],
+        "workspace_gemv",
+        ("workspace_gemv",),
+    ),
+    (
+        [
+            "void cutlass::Kernel2<cutlass_75_wmma_tensorop_s161616gemm_f16_16x16_128x1_nn_align1>(Params)",
+            "void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, false, float, float, float, "
+            "true, false, false>(...)",
+        ],
+        "cutlass_splitk_per_mma",
+        ("cutlass_splitk_per_mma",),
+    ),
+    (
+        [
+            "void gemmSN_NN_kernel<float, 256, 4, 2, 8, 2, 4, false, cublasGemvTensorStridedBatched<__half const>>(...)"
+        ],
+        "gemmsn_chain",
+        ("gemmsn_chain",),
+    ),
+    (
+        [
+            "std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, __half, float, float, float>(...)"
+        ],
+        UNKNOWN,
+        ("gemv2t_lane_tree", "gemv2t_contiguous"),
     ),
     (["some_other_kernel"], UNKNOWN, ()),
     ([], UNKNOWN, ()),
