@@ -6,7 +6,9 @@ all. ``wide`` spreads exponents over the usable range, ``tiny`` and ``subnormal`
 bottom of the formats (and the block model's e_zero / fp32 subnormal handling), ``cancel``
 makes sums cancel almost completely so the truncation inside a block shows, ``special`` plants a
 few infinities and NaNs in ordinary values (e4m3fn has no infinity: NaN only) to check the
-non-finite rules.
+non-finite rules. ``underflow`` (bf16 and fp32; other dtypes fall back to ``tiny``) puts products
+below fp32's normal range, where a block's e_max is e_zero's and its result an fp32 subnormal
+or a signed zero.
 
 Values are built from the raw 64-bit words of numpy's PCG64 bit generator (whose stream numpy
 keeps stable across versions, unlike ``Generator``'s distributions) using only +, -, *, and
@@ -22,11 +24,12 @@ import numpy as np
 
 from fixbits.numerics import formats
 
-KINDS: tuple[str, ...] = ("ordinary", "wide", "tiny", "subnormal", "cancel", "ones", "special")
+KINDS: tuple[str, ...] = ("ordinary", "wide", "tiny", "subnormal", "cancel", "ones", "special", "underflow")
 
 # Per dtype: exponent range for 'wide' (products and sums stay finite in fp32) and for 'tiny'
 # (products near the bottom of the accumulator's range or of the format's own range).
 _WIDE = {"fp16": (-10, 10), "bf16": (-20, 20), "fp8_e4m3": (-6, 7), "fp8_e5m2": (-10, 10), "fp32": (-20, 20)}
+_UNDERFLOW = {"bf16": (-72, -66), "fp32": (-131, -127)}
 _TINY = {
     "fp16": (-20, -10),
     "bf16": (-70, -56),
@@ -94,7 +97,7 @@ def draw(shape: tuple[int, ...], dtype: str, kind: str, seed: int) -> np.ndarray
         x = rng.normalish(shape)
     elif kind == "wide":
         x = _pow2(rng, shape, *_WIDE[dtype])
-    elif kind == "tiny":
+    elif kind == "tiny" or (kind == "underflow" and dtype not in _UNDERFLOW):
         lo, hi = _TINY[dtype]
         x = _pow2(rng, shape, lo, hi)
         # a few exact zeros too (zero products take e_zero)
@@ -105,6 +108,16 @@ def draw(shape: tuple[int, ...], dtype: str, kind: str, seed: int) -> np.ndarray
         sub = rng.integers(1, 2**f.frac - 1, shape) * step
         sub = np.where(rng.random(shape) < 0.5, -sub, sub)
         x = np.where(rng.random(shape) < 0.5, sub, rng.normalish(shape))
+    elif kind == "underflow":
+        # two tiers by first-axis index (rows of A, K-rows of B): 'deep' rows make products far
+        # below 2^-149, so whole outputs round to signed zeros or a few subnormal ulps and the
+        # block's e_max is e_zero's; the others give subnormal sums
+        lo, hi = _UNDERFLOW[dtype]
+        x = _pow2(rng, shape, lo, hi)
+        if len(shape) >= 1 and shape[0] > 0:
+            deep = rng.random((shape[0],) + (1,) * (len(shape) - 1)) < 0.4
+            x = np.where(deep, _pow2(rng, shape, lo - 18, lo - 8), x)
+        x = np.where(rng.random(shape) < 0.05, 0.0, x)
     elif kind == "cancel":
         x = _cancel(rng, shape, dtype)
     else:  # special

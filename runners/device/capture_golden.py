@@ -246,6 +246,21 @@ def build_cases(quick: bool) -> list[Case]:
                 lanes=lanes,
             )
         )
+    # products below fp32's normal range (bf16 only): e_zero as e_max, subnormal and signed-zero results
+    for has_acc in (False, True):
+        seed += 10
+        cases.append(Case("block", "block", "bf16", "fp32", 64, 64, 16, "underflow", seed, has_acc=has_acc))
+    for variant, bk, span, lanes in (
+        ("single", 64, 0, 1),
+        ("per_mma", 16, 0, 1),
+        ("splitk", 64, 256, 1),
+        ("fma", 64, 0, 2),
+    ):
+        seed += 10
+        k = 301 if variant == "fma" else 777
+        cases.append(
+            Case("gemm", variant, "bf16", "fp32", 33, 17, k, "underflow", seed, bk=bk, span=span, lanes=lanes)
+        )
     return cases
 
 
