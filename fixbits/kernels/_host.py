@@ -158,5 +158,52 @@ def check_config(desc: GEMMDesc, cfg: KernelConfig) -> None:
         raise ValueError(f"{cfg.label()}: BLOCK_K must be a multiple of instruction_k={desc.instruction_k}")
 
 
-LAUNCH_OPTS: dict[str, Any] = {"enable_fp_fusion": False}
-"""Every fixbits kernel compiles without mul+add contraction: the fmas it wants are explicit."""
+class _LaunchOpts(dict):  # type: ignore[type-arg]
+    """Compile options of every fixbits kernel (a live mapping: set_math_options updates it).
+
+    * enable_fp_fusion False: no mul+add contraction; the fmas the arithmetic wants are explicit.
+    * enable_reflect_ftz False: libdevice's non-flushing paths, as nvcc builds PyTorch's kernels
+      (its default is -ftz=false); Triton's default would flush subnormals inside erff/expf/tanhf.
+    * extern_libs: which libdevice.10.bc the transcendental epilogues link (None: Triton's own).
+    """
+
+
+LAUNCH_OPTS: _LaunchOpts = _LaunchOpts(enable_fp_fusion=False, enable_reflect_ftz=False)
+
+
+def set_math_options(*, ftz: bool | None = None, libdevice: str | None | bool = False) -> dict[str, Any]:
+    """Change the libdevice flavour (diagnostics pick the one that matches eager PyTorch).
+
+    ``libdevice``: a path to a libdevice.10.bc, None for Triton's bundled one, False to keep.
+    Returns the previous options so a caller can restore them.
+    """
+    before = dict(LAUNCH_OPTS)
+    if ftz is not None:
+        LAUNCH_OPTS["enable_reflect_ftz"] = ftz
+    if libdevice is None:
+        LAUNCH_OPTS.pop("extern_libs", None)
+    elif libdevice is not False:
+        LAUNCH_OPTS["extern_libs"] = {"libdevice": str(libdevice)}
+    return before
+
+
+def restore_math_options(before: dict[str, Any]) -> None:
+    LAUNCH_OPTS.clear()
+    LAUNCH_OPTS.update(before)
+
+
+def toolkit_libdevice() -> str | None:
+    """The CUDA toolkit's libdevice matching torch's CUDA version, if installed."""
+    import os
+
+    try:
+        import torch
+
+        ver = torch.version.cuda
+    except ImportError:
+        ver = None
+    for root in ([f"/usr/local/cuda-{ver}"] if ver else []) + ["/usr/local/cuda"]:
+        path = os.path.join(root, "nvvm", "libdevice", "libdevice.10.bc")
+        if os.path.exists(path):
+            return path
+    return None

@@ -36,9 +36,16 @@ class KernelChoice:
     function: str
 
     def load(self):
-        import importlib
+        fn = _LOADED.get((self.module, self.function))
+        if fn is None:
+            import importlib
 
-        return getattr(importlib.import_module(self.module), self.function)
+            fn = getattr(importlib.import_module(self.module), self.function)
+            _LOADED[(self.module, self.function)] = fn
+        return fn
+
+
+_LOADED: dict[tuple[str, str], object] = {}
 
 
 def choose_kernel(desc: GEMMDesc, m: int | None = None, n: int | None = None) -> KernelChoice:

@@ -6,6 +6,7 @@ it) so the cost is bounded by classes x space, not by shapes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,9 @@ def _load(name: str) -> dict[str, Any]:
     return data
 
 
+@functools.cache
 def tensor_core_classes() -> tuple[SizeClass, ...]:
+    """Parsed once per process: matmul() consults it on every call."""
     data = _load("tensor_core")
     out = []
     for i, c in enumerate(data.get("classes", [])):
@@ -61,6 +64,7 @@ def equivalence_space(name: str) -> list[dict[str, int]]:
     return list(_load(name).get("equivalence", []))
 
 
+@functools.lru_cache(maxsize=4096)
 def size_class(m: int) -> SizeClass:
     for c in tensor_core_classes():
         if c.max_m is None or m <= c.max_m:

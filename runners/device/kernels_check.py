@@ -292,11 +292,11 @@ def golden_record(name, desc, kind, seed, shape, out):
     o = to_numpy(out, desc.out_dtype)
     rec = {
         "id": f"kernels-{desc.short_hash}-{kind}-{shape[0]}x{shape[1]}x{shape[2]}",
-        "suite": "reconstruction", "case": f"triton {name}", "shape": list(shape),
+        "suite": "reconstruction", "case": "gemm", "shape": list(shape),
         "in_dtype": desc.in_dtype, "out_dtype": desc.out_dtype, "input_kind": kind,
         "seed_a": seed, "seed_b": seed + 1, "descriptor": desc.to_dict(), "desc_hash": desc.short_hash,
         "sha256": hashlib.sha256(np.ascontiguousarray(o).tobytes()).hexdigest(), "elements": int(o.size),
-        "note": "fixbits Triton kernel output on the GPU (runners/device/kernels_check.py)",
+        "note": f"fixbits Triton kernel '{name}' on the GPU (runners/device/kernels_check.py)",
     }  # fmt: skip
     try:
         from fixbits import golden
@@ -426,17 +426,36 @@ def section_e(out_dir: Path) -> None:
             eops = tuple(EpilogueOp(o) if isinstance(o, str) else EpilogueOp(o[0], o[1]) for o in ops)
             d_ep = base.replace(epilogue=eops)
             want = eager_epilogue(plain, d_ep, bias, resid, gate)
-            for fma_variant in (True, False) if any("gelu_tanh" == o for o in ops) else (True,):
+            variants = [(fma, None) for fma in ((True, False) if "gelu_tanh" in ops else (True,))]
+            if any(o in ("gelu", "gelu_tanh", "silu_gate") for o in ops):
+                # which libdevice flavour reproduces eager PyTorch (nvcc: -ftz=false, toolkit libdevice)
+                variants += [(True, ("ftz", True, None)), (True, ("toolkit", False, "toolkit")),
+                             (True, ("toolkit+ftz", True, "toolkit"))]  # fmt: skip
+            for fma_variant, math in variants:
+                label = f"epilogue {'+'.join(map(str, ops))} {dt}->{odt} tanh_fma={fma_variant}"
+                before = None
                 try:
+                    from fixbits.kernels._host import set_math_options, toolkit_libdevice
                     from fixbits.kernels.single_pass import tile_matmul
 
+                    if math is not None:
+                        lib = toolkit_libdevice() if math[2] == "toolkit" else None
+                        if math[2] == "toolkit" and lib is None:
+                            record("e", label + f" math={math[0]}", "SKIP", why="no toolkit libdevice")
+                            continue
+                        before = set_math_options(ftz=math[1], libdevice=lib)
+                        label += f" math={math[0]} ({lib or 'triton libdevice'})"
                     got = tile_matmul(a, b, d_ep, bias=bias, residual=resid, gate=gate, config=EP_CFG,
                                       gelu_tanh_fma=fma_variant)  # fmt: skip
                     d = diff_info(got, want)
-                    record("e", f"epilogue {'+'.join(map(str, ops))} {dt}->{odt} tanh_fma={fma_variant}",
-                           "PASS" if d["ndiff"] == 0 else "FAIL", **d)  # fmt: skip
+                    record("e", label, "PASS" if d["ndiff"] == 0 else "FAIL", **d)
                 except Exception:
-                    record("e", f"epilogue {ops} {dt}->{odt}", "ERROR", trace=traceback.format_exc())
+                    record("e", label, "ERROR", trace=traceback.format_exc())
+                finally:
+                    if before is not None:
+                        from fixbits.kernels._host import restore_math_options
+
+                        restore_math_options(before)
 
 
 def section_r(out_dir: Path) -> None:
