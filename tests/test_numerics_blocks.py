@@ -287,3 +287,18 @@ def test_block_fold_vectorised_over_leading_axes() -> None:
     for j in range(0, 48, 16):
         chained = blocks.block_fold(a2[j : j + 16], b2[j : j + 16], chained, H)
     assert u32(blocks.block_fold(a2, b2, np.float32(0), H)) == u32(chained), f"seed {seed}"
+
+
+def test_below_fp32_range_uses_e_zero_grid_and_keeps_the_sign() -> None:
+    """Products of 2^-150 live on the 2^(e_zero - F) = 2^-158 grid: two of them make the smallest
+    fp32 subnormal; one alone rounds toward zero to a zero of its own sign (the sign is the
+    model's choice, checked on the H200 by capture_golden's 'underflow' cases)."""
+    t = 2.0**-75
+    a = np.array([t, t] + [0] * 14, dtype=ml_dtypes.bfloat16)
+    b = np.array([t, t] + [0] * 14, dtype=ml_dtypes.bfloat16)
+    assert u32(blocks.block_fold(a, b, np.float32(0), H)) == 0x00000001
+    assert u32(blocks.block_fold(-a[:1], b[:1], np.float32(0), H)) == 0x80000000
+    assert u32(blocks.block_fold(a[:1], b[:1], np.float32(0), H)) == 0x00000000
+    # with e_zero far lower the grid would be finer, but the sum the same here; with e_max raised
+    # by an accumulator of 2^-126 the grid is 2^-151 and the 2^-150 products still count
+    assert u32(blocks.block_fold(a, b, np.float32(2.0**-126), H)) == u32(np.float32(2.0**-126 + 2.0**-149))
