@@ -189,6 +189,9 @@ def test_sweep_spec() -> None:
     for m, n, k in full.random_shapes():
         assert 1 <= m <= m_max and 1 <= n <= n_max and k % mult == 0 and mult <= k <= k_max
     assert quick.k_deep is None and full.k_deep is not None
+    deep = full.deep_random_ks(1, 8)
+    assert len(deep) > 300 and all(k % 8 == 0 and 70008 <= k < 300000 for k in deep)
+    assert deep == load_sweep().deep_random_ks(1, 8) and deep != full.deep_random_ks(32, 32)
     with pytest.raises(BugDataError, match="mn"):
         parse_sweep(
             {"seed": 1, "mn": [[1]], "k_grid": {"start": 8, "stop": 16, "step": 8}, "others_per_mn": 1}

@@ -391,10 +391,18 @@ class SweepSpec:
     random_limits: tuple[int, int, int, int]  # m_max, n_max, k_max, k_multiple
     others_per_mn: int
     budget_s: float = 300.0
+    deep_random_per_mn: int = 0  # seeded random K in the deep range per (M, N): splits past 64 live there
+
+    def deep_random_ks(self, m: int, n: int) -> list[int]:
+        if not self.k_deep or not self.deep_random_per_mn:
+            return []
+        start, stop, _ = self.k_deep
+        rng = random.Random(self.seed * 1_000_003 + m * 4099 + n)
+        return sorted({rng.randrange(start, stop, 8) for _ in range(self.deep_random_per_mn)})
 
     def grid_shapes(self) -> list[tuple[int, int, int]]:
         ks = list(range(*self.k_grid)) + (list(range(*self.k_deep)) if self.k_deep else [])
-        return [(m, n, k) for m, n in self.mn for k in ks]
+        return [(m, n, k) for m, n in self.mn for k in sorted(set(ks + self.deep_random_ks(m, n)))]
 
     def random_shapes(self) -> list[tuple[int, int, int]]:
         rng = random.Random(self.seed)
@@ -452,6 +460,7 @@ def parse_sweep(data: Any, where: str = "sweep.yaml", *, quick: bool = False) ->
         random_limits=limits,  # type: ignore[arg-type]
         others_per_mn=_int(base.get("others_per_mn"), f"{where}: others_per_mn"),
         budget_s=float(_int(base.get("suite_budget_s", 300), f"{where}: suite_budget_s", minimum=1)),
+        deep_random_per_mn=_int(base.get("deep_random_per_mn", 0), f"{where}: deep_random_per_mn"),
     )
 
 
