@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 FIELDS = ("kernel", "dtype", "free_us", "pinned_us", "ratio", "spread", "rounds", "budget", "verdict",
-          "free_best", "pinned_best", "explore_ratio", "explore_pinned_best", "explore_free_best", "errors")
+          "free_best", "pinned_best", "auto_ratio", "explore_ratio", "explore_pinned_best", "explore_free_best", "errors")
 
 
 def verdict(ratio: float, budget: float) -> str:
@@ -28,11 +28,13 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
 def markdown(rows: Sequence[dict[str, Any]], header: str = "") -> str:
     lines = [header, "", "| kernel | dtype | free (us) | pinned (us) | pinned/free speed | spread | budget | | "
-             "widened space |", "|---|---|---:|---:|---:|---:|---:|---|---:|"]
+             "rewrite only | widened space | pinned best config |", "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---|"]
     for r in rows:
         ex = f"{r['explore_ratio']:.3f}" if "explore_ratio" in r else ""
+        au = f"{r['auto_ratio']:.3f}" if r.get("auto_ratio", float("nan")) == r.get("auto_ratio") else ""
         lines.append(f"| {r['kernel']} | {r['dtype']} | {r['free_us']:.2f} | {r['pinned_us']:.2f} | "
-                     f"{r['ratio']:.3f} | {r['spread']:.3f} | {r['budget']:.2f} | {r['verdict']} | {ex} |")
+                     f"{r['ratio']:.3f} | {r['spread']:.3f} | {r['budget']:.2f} | {r['verdict']} | {au} | {ex} | "
+                     f"{r.get('pinned_best', '')} |")
     n = len(rows)
     ok = [r for r in rows if r["ratio"] == r["ratio"]]
     if ok:

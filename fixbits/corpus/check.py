@@ -104,7 +104,7 @@ def model_diff(name: str, cfg: str, got: np.ndarray, want: np.ndarray) -> ModelD
                      f"{int(w[i]):#x} ({want.reshape(-1)[i]!r})")
 
 
-def run_config(mod: Any, dev_inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: bool,
+def run_config(mod: Any, dev_inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: bool | str,
                aux: bool = True) -> dict[str, np.ndarray]:
     outs = mod.launch(dev_inputs, shape, cfg, pinned, aux=aux)
     return {k: to_host(v) for k, v in outs.items()}
@@ -112,8 +112,13 @@ def run_config(mod: Any, dev_inputs: dict[str, Any], shape: dict[str, int], cfg:
 
 def check_pair(entry: CorpusEntry, dtype: str, kind: str, seed: int, device: str, *, cpu_shape: bool = False,
                configs: tuple[Config, ...] | None = None, with_free: bool = True,
-               log: Any = None) -> PairCheck:
-    """Run every config pinned (and free), compare pinned bytes across configs and to the model."""
+               with_variants: bool = False, log: Any = None) -> PairCheck:
+    """Run every config pinned (and free), compare pinned bytes across configs and to the model.
+
+    Pinned variants of the entry (kernels written for the tree) run over their own spaces when
+    the full space is checked (``configs is None``) or ``with_variants``; their bytes join the
+    pinned classes, so one class means every variant agrees with the rewrite too.
+    """
     mod = entry.load()
     shape = entry.shape_dict(cpu=cpu_shape)
     inputs = mod.make_inputs(shape, dtype, kind, seed)
@@ -144,4 +149,17 @@ def check_pair(entry: CorpusEntry, dtype: str, kind: str, seed: int, device: str
             runs.append(ConfigRun(cfg.label(), (), (), " | ".join(msg[:6] + tail)[:2000]))
             if log is not None:
                 log(f"  {entry.name}/{dtype}/{kind} {cfg.label()}: ERROR {runs[-1].error[:600]}")
+    # Pinned variants (the kernel written for the tree): pinned bytes only, same class required.
+    for vname, _ in entry.variants if configs is None or with_variants else ():
+        for cfg in entry.variant_configs(vname):
+            label = f"{vname}:{cfg.label()}"
+            try:
+                p = run_config(mod, dev_inputs, shape, cfg, vname)
+                runs.append(ConfigRun(label, tuple((k, digest(v)) for k, v in sorted(p.items())), ()))
+                if log is not None:
+                    log(f"  {entry.name}/{dtype}/{kind} {label}: ok")
+            except Exception as e:  # reported, the rest go on
+                msg = f"{type(e).__name__}: {e}".splitlines()
+                tail = traceback.format_exc().strip().splitlines()[-3:]
+                runs.append(ConfigRun(label, (), (), " | ".join(msg[:6] + tail)[:2000]))
     return PairCheck(entry.name, dtype, kind, seed, tuple(sorted(shape.items())), tuple(runs), tuple(diffs))

@@ -12,8 +12,9 @@ import numpy as np
 import triton
 import triton.language as tl
 
-from fixbits.corpus.common import Config, draw, kernel_for, launch_opts, next_pow2, ptr
+from fixbits.corpus.common import Config, draw, kernel_for, launch_opts, next_pow2, ptr, rows_split
 from fixbits.enforce import model
+from fixbits.enforce.tree import tree_sum
 
 
 @triton.jit
@@ -25,7 +26,23 @@ def col_sum_kernel(X, Y, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK_N: tl.cons
     tl.store(Y + cols, tl.sum(x, axis=0), mask=cols < N)
 
 
-KERNELS = (col_sum_kernel,)
+@triton.jit
+def col_sum_rows_in_regs_kernel(X, Y, M, N, stride_m, R_HI: tl.constexpr, R_LO: tl.constexpr,
+                                BLOCK_N: tl.constexpr):
+    # The same sum, written for a pinned tree: the tile is (R_HI, R_LO, BLOCK_N) with row =
+    # hi * R_LO + lo, so the low row bits sit in registers; tree_sum over (0, 1) folds row index
+    # hi * R_LO + lo, i.e. the very tree of col_sum_kernel's pinned tl.sum.
+    hi = tl.arange(0, R_HI)[:, None, None]
+    lo = tl.arange(0, R_LO)[None, :, None]
+    c1 = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    cols = c1[None, None, :]
+    rows = hi * R_LO + lo
+    x = tl.load(X + rows * stride_m + cols, mask=(rows < M) & (cols < N), other=0.0).to(tl.float32)
+    tl.store(Y + c1, tree_sum(x, (0, 1)), mask=c1 < N)
+
+
+KERNELS = (col_sum_kernel, col_sum_rows_in_regs_kernel)
+VARIANTS = ("rows_in_regs",)
 CPU_REPLAY = ("y",)  # outputs the CPU model reproduces from the inputs alone
 
 
@@ -33,7 +50,7 @@ def make_inputs(shape: dict[str, int], dtype: str, kind: str, seed: int) -> dict
     return {"x": draw((shape["M"], shape["N"]), dtype, kind, seed)}
 
 
-def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: bool,
+def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: bool | str,
            aux: bool = False) -> dict[str, Any]:
     import torch
 
@@ -41,7 +58,12 @@ def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: b
     M, N = x.shape
     y = torch.empty(N, dtype=torch.float32, device=x.device)
     bn = cfg.block("BLOCK_N")
-    k = kernel_for(col_sum_kernel, pinned)
+    if pinned == "rows_in_regs":
+        r_hi, r_lo = rows_split(next_pow2(M), bn, x.element_size(), cfg.num_warps)
+        col_sum_rows_in_regs_kernel[(triton.cdiv(N, bn),)](x, y, M, N, x.stride(0), R_HI=r_hi, R_LO=r_lo,
+                                                           BLOCK_N=bn, **launch_opts(cfg))
+        return {"y": y}
+    k = kernel_for(col_sum_kernel, bool(pinned))
     k[(triton.cdiv(N, bn),)](x, y, M, N, x.stride(0), BLOCK_M=next_pow2(M), BLOCK_N=bn, **launch_opts(cfg))
     return {"y": y}
 

@@ -125,3 +125,17 @@ def next_pow2(n: int) -> int:
 def ptr(dtype: str) -> str:
     """Triton signature string of a pointer to ``dtype`` (for ahead-of-time compiles)."""
     return "*" + {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8_e4m3": "fp8e4nv", "fp8_e5m2": "fp8e5"}[dtype]
+
+
+def rows_split(block_rows: int, block_cols: int, itemsize: int, num_warps: int) -> tuple[int, int]:
+    """(R_HI, R_LO) for a tile loaded as (R_HI, R_LO, BLOCK_COLS), row = hi * R_LO + lo.
+
+    Triton gives lanes to the contiguous dim, then to the other dims lowest index first, so the
+    R_LO dim (the low bits of the reduced row index) lands in registers once R_HI covers the lanes
+    and warps left over by the columns: the pinned tree's first levels then cost adds, not
+    shuffles or shared-memory rounds. The tree is the same for every split (paper §5.2).
+    """
+    vec = max(1, 16 // itemsize)
+    lanes_cols = max(1, min(32, block_cols // vec))
+    r_hi = min(block_rows, (32 // lanes_cols) * num_warps)
+    return r_hi, block_rows // r_hi

@@ -16,8 +16,9 @@ import triton
 import triton.language as tl
 
 from fixbits.corpus import layernorm_fwd
-from fixbits.corpus.common import Config, draw, kernel_for, launch_opts, next_pow2, ptr
+from fixbits.corpus.common import Config, draw, kernel_for, launch_opts, next_pow2, ptr, rows_split
 from fixbits.enforce import model
+from fixbits.enforce.tree import tree_sum
 
 
 @triton.jit
@@ -59,6 +60,28 @@ def ln_bwd_dwdb_partial_kernel(X, DY, Mean, Rstd, PDW, PDB, M, N, stride_m,
 
 
 @triton.jit
+def ln_bwd_dwdb_partial_rows_in_regs_kernel(X, DY, Mean, Rstd, PDW, PDB, M, N, stride_m, R_HI: tl.constexpr,
+                                            R_LO: tl.constexpr, BLOCK_N: tl.constexpr):
+    # Stage 1 written for the pinned tree: a chunk of R_HI * R_LO rows loaded as (R_HI, R_LO, BLOCK_N)
+    # with row = hi * R_LO + lo, low row bits in registers; the same tree as the pinned tl.sum.
+    chunk = tl.program_id(0)
+    hi = tl.arange(0, R_HI)[:, None, None]
+    lo = tl.arange(0, R_LO)[None, :, None]
+    rows = chunk * (R_HI * R_LO) + hi * R_LO + lo
+    c1 = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    cols = c1[None, None, :]
+    mask = (rows < M) & (cols < N)
+    x = tl.load(X + rows * stride_m + cols, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(DY + rows * stride_m + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.load(Mean + rows, mask=rows < M, other=0.0)
+    rstd = tl.load(Rstd + rows, mask=rows < M, other=0.0)
+    xhat = (x - mean) * rstd
+    g = tl.where(mask, dy * xhat, 0.0)
+    tl.store(PDW + chunk * N + c1, tree_sum(g, (0, 1)), mask=c1 < N)
+    tl.store(PDB + chunk * N + c1, tree_sum(dy, (0, 1)), mask=c1 < N)
+
+
+@triton.jit
 def col_partials_sum_kernel(P, OUT, NP, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
     r = tl.arange(0, BLOCK_P)
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -67,7 +90,9 @@ def col_partials_sum_kernel(P, OUT, NP, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.co
     tl.store(OUT + cols, tl.sum(p, axis=0), mask=cols < N)
 
 
-KERNELS = (ln_bwd_dx_kernel, ln_bwd_dwdb_partial_kernel, col_partials_sum_kernel)
+KERNELS = (ln_bwd_dx_kernel, ln_bwd_dwdb_partial_kernel, col_partials_sum_kernel,
+           ln_bwd_dwdb_partial_rows_in_regs_kernel)
+VARIANTS = ("rows_in_regs",)
 CPU_REPLAY = ("c1", "c2", "dw", "db")
 
 
@@ -80,7 +105,7 @@ def make_inputs(shape: dict[str, int], dtype: str, kind: str, seed: int) -> dict
     return {"x": x, "dy": dy, "w": w, "mean": mean, "rstd": rstd}
 
 
-def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: bool,
+def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: bool | str,
            aux: bool = False) -> dict[str, Any]:
     import torch
 
@@ -91,17 +116,22 @@ def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: b
     c1 = torch.empty(M, dtype=torch.float32, device=dev)
     c2 = torch.empty(M, dtype=torch.float32, device=dev)
     opts = launch_opts(cfg)
-    kernel_for(ln_bwd_dx_kernel, pinned)[(M,)](x, dy, w, mean, rstd, dx, c1, c2, N, x.stride(0),
+    kernel_for(ln_bwd_dx_kernel, bool(pinned))[(M,)](x, dy, w, mean, rstd, dx, c1, c2, N, x.stride(0),
                                                BLOCK_N=next_pow2(N), **opts)
     rows, bn = cfg.block("ROWS"), cfg.block("BLOCK_N")
     nchunks = triton.cdiv(M, rows)
     pdw = torch.empty((nchunks, N), dtype=torch.float32, device=dev)
     pdb = torch.empty((nchunks, N), dtype=torch.float32, device=dev)
-    kernel_for(ln_bwd_dwdb_partial_kernel, pinned)[(nchunks, triton.cdiv(N, bn))](
-        x, dy, mean, rstd, pdw, pdb, M, N, x.stride(0), ROWS=rows, BLOCK_N=bn, **opts)
+    if pinned == "rows_in_regs":
+        r_hi, r_lo = rows_split(rows, bn, x.element_size(), cfg.num_warps)
+        ln_bwd_dwdb_partial_rows_in_regs_kernel[(nchunks, triton.cdiv(N, bn))](
+            x, dy, mean, rstd, pdw, pdb, M, N, x.stride(0), R_HI=r_hi, R_LO=r_lo, BLOCK_N=bn, **opts)
+    else:
+        kernel_for(ln_bwd_dwdb_partial_kernel, bool(pinned))[(nchunks, triton.cdiv(N, bn))](
+            x, dy, mean, rstd, pdw, pdb, M, N, x.stride(0), ROWS=rows, BLOCK_N=bn, **opts)
     dw = torch.empty(N, dtype=torch.float32, device=dev)
     db = torch.empty(N, dtype=torch.float32, device=dev)
-    fin = kernel_for(col_partials_sum_kernel, pinned)
+    fin = kernel_for(col_partials_sum_kernel, bool(pinned))
     fin[(triton.cdiv(N, bn),)](pdw, dw, nchunks, N, BLOCK_P=next_pow2(nchunks), BLOCK_N=bn, **opts)
     fin[(triton.cdiv(N, bn),)](pdb, db, nchunks, N, BLOCK_P=next_pow2(nchunks), BLOCK_N=bn, **opts)
     return {"dx": dx, "c1": c1, "c2": c2, "dw": dw, "db": db}

@@ -34,6 +34,14 @@ class CorpusEntry:
     cpu_shape: tuple[tuple[str, int], ...]
     space: tuple[tuple[str, tuple[int, ...]], ...]
     explore: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    variants: tuple[tuple[str, tuple[tuple[str, tuple[int, ...]], ...]], ...] = ()
+
+    def variant_configs(self, name: str) -> tuple[Config, ...]:
+        """Config space of a pinned variant (a kernel written for the tree, same bits)."""
+        for n, sp in self.variants:
+            if n == name:
+                return self._product(sp)
+        raise KeyError(f"{self.name}: no variant {name!r}; known: {[n for n, _ in self.variants]}")
 
     def load(self) -> ModuleType:
         """Import the kernel module (imports triton)."""
@@ -110,8 +118,20 @@ def load_corpus(path: Path = CORPUS_YAML) -> tuple[CorpusEntry, ...]:
             if sk not in _LAUNCH_KEYS and any(x & (x - 1) for x in sv):
                 raise _err(path, f"{k}.explore.{sk}", f"block sizes must be powers of two, got {sv}")
             ex.append((str(sk), tuple(int(x) for x in sv)))
+        vs = []
+        for vn, vsp in (e.get("variants") or {}).items():
+            if not isinstance(vsp, dict) or not vsp:
+                raise _err(path, f"{k}.variants.{vn}", "expected a mapping name -> list of ints")
+            axes = []
+            for sk, sv in vsp.items():
+                if not isinstance(sv, list) or not sv or not all(isinstance(x, int) and x > 0 for x in sv):
+                    raise _err(path, f"{k}.variants.{vn}.{sk}", f"expected a non-empty list of positive ints, got {sv!r}")
+                if sk not in _LAUNCH_KEYS and any(x & (x - 1) for x in sv):
+                    raise _err(path, f"{k}.variants.{vn}.{sk}", f"block sizes must be powers of two, got {sv}")
+                axes.append((str(sk), tuple(int(x) for x in sv)))
+            vs.append((str(vn), tuple(axes)))
         out.append(CorpusEntry(str(name), str(e["module"]), dts, _int_map(path, f"{k}.shape", e["shape"]),
-                               _int_map(path, f"{k}.cpu_shape", e["cpu_shape"]), tuple(sp), tuple(ex)))
+                               _int_map(path, f"{k}.cpu_shape", e["cpu_shape"]), tuple(sp), tuple(ex), tuple(vs)))
     return tuple(out)
 
 

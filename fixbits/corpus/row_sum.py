@@ -15,6 +15,7 @@ import triton.language as tl
 
 from fixbits.corpus.common import Config, draw, kernel_for, launch_opts, next_pow2, ptr
 from fixbits.enforce import model
+from fixbits.enforce.tree import tree_sum
 
 
 @triton.jit
@@ -27,7 +28,27 @@ def row_sum_kernel(X, Y, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK_N: tl.cons
     tl.store(Y + rows, s, mask=rows < M)
 
 
-KERNELS = (row_sum_kernel,)
+@triton.jit(do_not_specialize=["unit"])
+def row_sum_chunks_in_regs_kernel(X, Y, N, stride_m, unit, R_HI: tl.constexpr, R_LO: tl.constexpr,
+                                  VEC: tl.constexpr):
+    # The same row sum, written for a pinned tree: the row is loaded as (R_HI, R_LO, VEC) with
+    # column = (hi * R_LO + lo) * VEC + v, so the low column bits (v, then lo) sit in registers and
+    # the first tree levels are adds, not shuffles. With VEC == 1 (rows not 16-byte aligned) `unit`
+    # (a runtime 1) hides lo's contiguity so Triton does not hand lo to the lanes.
+    row = tl.program_id(0)
+    hi = tl.arange(0, R_HI)[:, None, None]
+    lo = tl.arange(0, R_LO)[None, :, None]
+    v = tl.arange(0, VEC)[None, None, :]
+    if VEC == 1:
+        cols = hi * R_LO + lo * unit + v
+    else:
+        cols = (hi * R_LO + lo) * VEC + v
+    x = tl.load(X + row * stride_m + cols, mask=cols < N, other=0.0).to(tl.float32)
+    tl.store(Y + row, tree_sum(x, (0, 1, 2)))
+
+
+KERNELS = (row_sum_kernel, row_sum_chunks_in_regs_kernel)
+VARIANTS = ("chunks_in_regs",)
 CPU_REPLAY = ("y",)  # outputs the CPU model reproduces from the inputs alone
 
 
@@ -35,7 +56,7 @@ def make_inputs(shape: dict[str, int], dtype: str, kind: str, seed: int) -> dict
     return {"x": draw((shape["M"], shape["N"]), dtype, kind, seed)}
 
 
-def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: bool,
+def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: bool | str,
            aux: bool = False) -> dict[str, Any]:
     import torch
 
@@ -43,8 +64,17 @@ def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: b
     M, N = x.shape
     y = torch.empty(M, dtype=torch.float32, device=x.device)
     bn = next_pow2(N) * dict(cfg.blocks).get("N_MULT", 1)  # a wider tile pads with zeros: same tree
+    if pinned == "chunks_in_regs":
+        bn = next_pow2(N)
+        # Triton proves 16-byte alignment only for a stride divisible by 16 elements: mirror that
+        aligned = x.stride(0) % 16 == 0 and x.data_ptr() % 16 == 0
+        vec = min(bn, 16 // x.element_size()) if aligned else 1
+        r_hi = min(bn // vec, 32 * cfg.num_warps)
+        row_sum_chunks_in_regs_kernel[(M,)](x, y, N, x.stride(0), 1, R_HI=r_hi, R_LO=bn // (vec * r_hi), VEC=vec,
+                                            **launch_opts(cfg))
+        return {"y": y}
     bm = cfg.block("BLOCK_M")
-    k = kernel_for(row_sum_kernel, pinned)
+    k = kernel_for(row_sum_kernel, bool(pinned))
     k[(triton.cdiv(M, bm),)](x, y, M, N, x.stride(0), BLOCK_M=bm, BLOCK_N=bn, **launch_opts(cfg))
     return {"y": y}
 

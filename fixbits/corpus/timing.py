@@ -38,6 +38,7 @@ class SpeedResult:
     spread: float
     rounds: tuple[float, ...]
     errors: tuple[str, ...]
+    auto_ratio: float = float("nan")  # free / best pinned config of the automatic rewrite alone
 
 
 def _time_graph(fn: Any, n_inner: int, reps: int) -> float:
@@ -68,37 +69,47 @@ def _time_graph(fn: Any, n_inner: int, reps: int) -> float:
 
 
 def measure_pair(entry: CorpusEntry, dtype: str, *, rounds: int = 3, reps: int = 30, rotate: int = 4,
-                 configs: tuple[Config, ...] | None = None, seed: int = 0, log: Any = None) -> SpeedResult:
-    """Autotune both modes over the same configs; repeat `rounds` times; ratio = median of rounds."""
+                 configs: tuple[Config, ...] | None = None, seed: int = 0, log: Any = None,
+                 with_variants: bool = True) -> SpeedResult:
+    """Autotune both modes over the same configs; repeat `rounds` times; ratio = median of rounds.
+
+    Pinned mode also autotunes over the entry's pinned variants (same bytes, checked by the
+    suite); a variant's label is ``name:config``. ``auto_ratio`` uses the rewrite's configs only.
+    """
     mod = entry.load()
     shape = entry.shape_dict()
     copies = [{k: to_device(v, "cuda") for k, v in mod.make_inputs(shape, dtype, "ordinary", seed + i).items()}
               for i in range(rotate)]
     cfgs = configs if configs is not None else entry.configs()
+    jobs: list[tuple[str, Any, Config, str]] = []  # (mode, launch pinned=, config, label)
+    for cfg in cfgs:
+        jobs.append(("pinned", True, cfg, cfg.label()))
+        jobs.append(("free", False, cfg, cfg.label()))
+    if configs is None and with_variants:
+        for vname, _ in entry.variants:
+            jobs += [("pinned", vname, c, f"{vname}:{c.label()}") for c in entry.variant_configs(vname)]
     errors: list[str] = []
     per: dict[str, dict[str, list[float]]] = {"pinned": {}, "free": {}}
     ratios: list[float] = []
     for _r in range(rounds):
         best = {"pinned": float("inf"), "free": float("inf")}
-        for cfg in cfgs:
-            for mode in ("pinned", "free"):
-                pinned = mode == "pinned"
+        for mode, how, cfg, label in jobs:
 
-                def fn(pinned: bool = pinned, cfg: Config = cfg) -> None:
-                    for c in copies:
-                        mod.launch(c, shape, cfg, pinned, aux=False)
+            def fn(how: Any = how, cfg: Config = cfg) -> None:
+                for c in copies:
+                    mod.launch(c, shape, cfg, how, aux=False)
 
-                try:
-                    us = _time_graph(fn, rotate, reps)
-                except Exception as e:  # reported, the rest go on
-                    msg = f"{mode} {cfg.label()}: {type(e).__name__}: {str(e).splitlines()[:3]}"
-                    if msg not in errors:
-                        errors.append(msg)
-                        if log is not None:
-                            log(f"  timing error {entry.name}/{dtype} {msg}")
-                    continue
-                per[mode].setdefault(cfg.label(), []).append(us)
-                best[mode] = min(best[mode], us)
+            try:
+                us = _time_graph(fn, rotate, reps)
+            except Exception as e:  # reported, the rest go on
+                msg = f"{mode} {label}: {type(e).__name__}: {str(e).splitlines()[:3]}"
+                if msg not in errors:
+                    errors.append(msg)
+                    if log is not None:
+                        log(f"  timing error {entry.name}/{dtype} {msg}")
+                continue
+            per[mode].setdefault(label, []).append(us)
+            best[mode] = min(best[mode], us)
         if best["pinned"] < float("inf") and best["free"] < float("inf"):
             ratios.append(best["free"] / best["pinned"])
 
@@ -112,4 +123,6 @@ def measure_pair(entry: CorpusEntry, dtype: str, *, rounds: int = 3, reps: int =
     p, f = summarise("pinned"), summarise("free")
     ratio = statistics.median(ratios) if ratios else float("nan")
     spread = (max(ratios) - min(ratios)) if ratios else float("nan")
-    return SpeedResult(entry.name, dtype, p, f, ratio, spread, tuple(ratios), tuple(errors))
+    auto = [statistics.median(v) for k, v in per["pinned"].items() if ":" not in k]
+    auto_ratio = f.best_us / min(auto) if auto and f.best_us == f.best_us else float("nan")
+    return SpeedResult(entry.name, dtype, p, f, ratio, spread, tuple(ratios), tuple(errors), auto_ratio)

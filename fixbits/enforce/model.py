@@ -31,12 +31,18 @@ def next_pow2(n: int) -> int:
 
 def tree_reduce(
     x: np.ndarray,
-    axis: int | None,
+    axis: int | tuple[int, ...] | None,
     combine: Callable[[np.ndarray, np.ndarray], np.ndarray],
     identity: float | int,
 ) -> np.ndarray:
-    """Balanced tree of ``combine`` over ``axis`` (None: all elements, row-major)."""
+    """Balanced tree of ``combine`` over ``axis`` (None: all elements, row-major; a tuple: those
+    dims as one logical axis, most significant first)."""
     a = np.asarray(x)
+    if isinstance(axis, tuple):
+        axes = [d % a.ndim for d in axis]
+        a = np.moveaxis(a, axes, list(range(a.ndim - len(axes), a.ndim)))
+        a = a.reshape(a.shape[: a.ndim - len(axes)] + (-1,))
+        axis = -1
     if axis is None:
         a = a.reshape(-1)
         axis = 0
@@ -54,7 +60,7 @@ def tree_reduce(
     return a[..., 0]
 
 
-def tree_sum(x: np.ndarray, axis: int | None = None) -> np.ndarray:
+def tree_sum(x: np.ndarray, axis: int | tuple[int, ...] | None = None) -> np.ndarray:
     """The pinned sum: widen narrow floats to fp32, pad with -0.0, add neighbours first."""
     a = np.asarray(x)
     acc = accumulate_dtype(a.dtype)

@@ -61,6 +61,65 @@ def _numel(dims):
 
 
 @triton.constexpr_function
+def _is_multi(axis):
+    return isinstance(axis, (tuple, list)) or type(axis).__name__ == "tuple"
+
+
+@triton.constexpr_function
+def _multi_plan(dims, axes):
+    # Reduce several dims as ONE logical axis: index = i[axes[0]] * ... + i[axes[-1]] (axes[0] most
+    # significant). Each listed dim becomes log2 size-2 dims (row-major); the plan is the new shape
+    # and the positions to reduce, least significant bit first, after each earlier removal.
+    dims = [int(getattr(d, "value", d)) for d in dims]
+    rank = len(dims)
+    axes = [int(getattr(a, "value", a)) for a in axes]
+    for a in axes:
+        if not -rank <= a < rank:
+            raise ValueError(f"tree reduction: axis {a} out of range for rank {rank}")
+    axes = [a % rank for a in axes]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"tree reduction: repeated axis in {axes}")
+    logs = []
+    for a in axes:
+        n = dims[a]
+        if n < 1 or n & (n - 1):
+            raise ValueError(f"tree reduction: reduced extent must be a power of two, got {n}")
+        logs.append(n.bit_length() - 1)
+    shape, tags = [], []
+    for d in range(rank):
+        if d in axes:
+            k = axes.index(d)
+            for b in range(logs[k] - 1, -1, -1):
+                shape.append(2)
+                tags.append((k, b))
+        else:
+            shape.append(dims[d])
+            tags.append(None)
+    seq = []
+    for k in range(len(axes) - 1, -1, -1):
+        for b in range(logs[k]):
+            pos = tags.index((k, b))
+            seq.append(pos)
+            tags.pop(pos)
+    return tuple(shape), tuple(seq)
+
+
+@triton.constexpr_function
+def _plan_len(plan):
+    return len(plan[1])
+
+
+@triton.constexpr_function
+def _plan_shape(plan):
+    return plan[0]
+
+
+@triton.constexpr_function
+def _plan_at(plan, j):
+    return plan[1][int(getattr(j, "value", j))]
+
+
+@triton.constexpr_function
 def _ones(rank):
     return (1, ) * rank
 
@@ -137,10 +196,21 @@ def _tree_last_axes(y, AX: tl.constexpr, LOG: tl.constexpr, combine_fn: tl.const
 def tree_reduce(x, axis: tl.constexpr, combine_fn: tl.constexpr, keep_dims: tl.constexpr = False):
     """Balanced tree of ``combine_fn`` over ``axis`` of ``x``, neighbours first, layout-free.
 
-    ``axis=None`` reduces all elements in row-major order. No padding: the extent is a power of
-    two (as every Triton block extent is).
+    ``axis=None`` reduces all elements in row-major order. ``axis`` may be a tuple of dims reduced as
+    one logical axis, most significant first: ``(1, 0)`` folds element ``i1 * n0 + i0``. That lets a
+    kernel keep the low bits of the logical index in registers (load the tile so they are the
+    slow dim) while the tree stays the same. No padding: extents are powers of two.
     """
-    if axis is None:
+    if _is_multi(axis):
+        PLAN: tl.constexpr = _multi_plan(_dims(x.shape), axis)
+        y = tl.reshape(x, _plan_shape(PLAN))
+        for j in tl.static_range(_plan_len(PLAN)):
+            if _interpreting():
+                y = tl.reduce(y, _plan_at(PLAN, j), combine_fn)
+            else:
+                y = _reduce(y, _plan_at(PLAN, j), combine_fn)
+        return y
+    elif axis is None:
         D0: tl.constexpr = _dims(x.shape)
         N: tl.constexpr = _numel(D0)
         LOGN: tl.constexpr = _log2(N)

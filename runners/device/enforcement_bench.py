@@ -33,13 +33,13 @@ def _warm(name: str, dtype: str, explore: bool) -> str:
     shape = e.shape_dict()
     inputs = {k: to_device(v, "cuda") for k, v in mod.make_inputs(shape, dtype, "ordinary", 0).items()}
     bad = []
-    for cfg in e.configs(explore=explore):
-        for pinned in (True, False):
-            try:
-                mod.launch(inputs, shape, cfg, pinned, aux=False)
-            except Exception as ex:
-                bad.append(f"{'pinned' if pinned else 'free'} {cfg.label()}: {type(ex).__name__}: "
-                           f"{str(ex).splitlines()[:2]}")
+    jobs = [(how, cfg) for cfg in e.configs(explore=explore) for how in (True, False)]
+    jobs += [(vn, c) for vn, _ in e.variants for c in e.variant_configs(vn)]
+    for how, cfg in jobs:
+        try:
+            mod.launch(inputs, shape, cfg, how, aux=False)
+        except Exception as ex:
+            bad.append(f"{how} {cfg.label()}: {type(ex).__name__}: {str(ex).splitlines()[:2]}")
     torch.cuda.synchronize()
     return f"warm {name}/{dtype}: {time.time() - t0:.0f}s" + ("".join(f"\n   {b}" for b in bad))
 
@@ -108,7 +108,7 @@ def main() -> int:
         row = {"kernel": e.name, "dtype": d, "free_us": res.free.best_us, "pinned_us": res.pinned.best_us,
                "ratio": ratio, "spread": spread, "rounds": len(ratios), "budget": b, "verdict": verdict(ratio, b),
                "free_best": res.free.best_config, "pinned_best": res.pinned.best_config,
-               "errors": len(res.errors)}
+               "auto_ratio": res.auto_ratio, "errors": len(res.errors)}
         if explore_of[(e.name, d)] and time.time() - t0 < args.budget_s * 0.9:
             extra = e.configs(explore=True)[len(e.configs()):]
             try:

@@ -165,10 +165,11 @@ def main() -> int:
                    "pinned_us": round(s.pinned.best_us, 2), "ratio": round(s.ratio, 4),
                    "spread": round(s.spread, 4), "budget": budget(e.name, d),
                    "free_best": s.free.best_config, "pinned_best": s.pinned.best_config,
-                   "errors": len(s.errors)}
+                   "auto_ratio": round(s.auto_ratio, 4), "errors": len(s.errors)}
             speed_rows.append(row)
             _log(f"speed {e.name}/{d}: free {row['free_us']}us [{row['free_best']}] pinned {row['pinned_us']}us "
-                 f"[{row['pinned_best']}] ratio {row['ratio']} spread {row['spread']}")
+                 f"[{row['pinned_best']}] ratio {row['ratio']} (rewrite only {row['auto_ratio']}) "
+                 f"spread {row['spread']}")
             if s.ratio < 0.95:
                 fr = dict(s.free.per_config_us)
                 for k, v in sorted(s.pinned.per_config_us, key=lambda kv: kv[1]):
