@@ -7,6 +7,7 @@ family must return the same bytes (suites/reconstruction checks that on the GPU)
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,7 @@ class KernelConfig:
         return cls(**{k: int(v) for k, v in d.items()})
 
 
+@functools.lru_cache(maxsize=None)
 def torch_dtype(name: str) -> torch.dtype:
     import torch
 
@@ -66,6 +68,7 @@ def torch_dtype(name: str) -> torch.dtype:
     return table[name]
 
 
+@functools.lru_cache(maxsize=None)
 def dtype_name(dt: torch.dtype) -> str:
     import torch
 
@@ -87,7 +90,7 @@ def check_operands(desc: GEMMDesc, a: torch.Tensor, b: torch.Tensor) -> tuple[in
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
     want = torch_dtype(desc.in_dtype)
-    if a.dtype != want or b.dtype != want:
+    if a.dtype is not want or b.dtype is not want:
         raise ValueError(f"desc.in_dtype={desc.in_dtype} needs {want}; got a {a.dtype}, b {b.dtype}")
     if a.device != b.device:
         raise ValueError(f"a on {a.device}, b on {b.device}")
@@ -113,7 +116,9 @@ class EpilogueArgs:
 def epilogue_args(
     desc: GEMMDesc, m: int, n: int, bias: Any = None, residual: Any = None, gate: Any = None
 ) -> EpilogueArgs:
-    plan = plan_epilogue(desc.epilogue)
+    plan = _plan(desc.epilogue)
+    if not desc.epilogue:
+        return EpilogueArgs(plan=plan, bias=None, residual=None, gate=None)
     for need, name, tensor, shape in (
         (plan.needs_bias, "bias", bias, (n,)),
         (plan.needs_residual, "residual", residual, (m, n)),
@@ -124,6 +129,11 @@ def epilogue_args(
         if need and tuple(tensor.shape) != shape:
             raise EpilogueError(f"{name} must have shape {shape}, got {tuple(tensor.shape)}")
     return EpilogueArgs(plan=plan, bias=bias, residual=residual, gate=gate)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(ops: tuple[Any, ...]) -> EpiloguePlan:
+    return plan_epilogue(ops)
 
 
 def out_code(desc: GEMMDesc) -> int:
