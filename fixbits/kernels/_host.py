@@ -52,7 +52,7 @@ class KernelConfig:
         return cls(**{k: int(v) for k, v in d.items()})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def torch_dtype(name: str) -> torch.dtype:
     import torch
 
@@ -68,7 +68,7 @@ def torch_dtype(name: str) -> torch.dtype:
     return table[name]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def dtype_name(dt: torch.dtype) -> str:
     import torch
 
