@@ -64,7 +64,13 @@ def test_reconstruct_writes_a_verified_resumable_profile(tmp_path: Path, monkeyp
     for k in (200, 300, 1000):
         assert equivalent_on(plain.desc, PLAIN, k), (k, plain.desc)
     assert split.verified_shapes >= 3 and plain.verified_shapes >= 3
-    assert (tmp_path / "evidence" / "fp16_a1-t1-s4-r0-w0-c0-g0.json").exists()
+    ev = tmp_path / "evidence" / "fp16_a1-t1-s4-r0-w0-c0-g0.json"
+    from fixbits.probe.replay import explain, explains, load_recorded
+
+    rec = load_recorded(ev)
+    assert rec.shape == split.shape and explains(split.desc, rec)
+    assert not explains(PLAIN, rec)  # the walks have power against a neighbour
+    assert any(equivalent_on(d, SPLIT, rec.shape[2]) for d in explain(rec))
     # resumable: a second run probes nothing already in the profile
     s2 = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
                        lt=_FakeLt(), backend=_FakeCublas(), profile_launch=False, log=lines.append)

@@ -39,7 +39,9 @@ def _hint(text: str) -> tuple[str, object]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shape", type=_shape, required=True, help="M,N,K")
+    parser.add_argument("--shape", type=_shape, default=None, help="M,N,K (required unless --replay)")
+    parser.add_argument("--replay", type=Path, default=None,
+                        help="evidence JSON written by reconstruct: list the candidates that explain its walks")
     parser.add_argument("--arch", default="sm_90", choices=["sm_80", "sm_90", "sm_100", "sm_103"])
     parser.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "fp8_e4m3"])
     parser.add_argument("--out-dtype", default="fp32", choices=["fp32", "fp16", "bf16"])
@@ -55,6 +57,22 @@ def run(args: argparse.Namespace) -> int:
     from fixbits.probe.plan import equivalent_on
     from fixbits.probe.recover import probe
 
+    if args.replay is not None:
+        from fixbits.probe.replay import explain, explains, load_recorded
+
+        rec = load_recorded(args.replay, dtype=args.dtype if args.dtype != "fp16" else None, out_dtype=args.out_dtype)
+        print(f"{args.replay}: shape {rec.shape}, {len(rec.seen)} recorded outcomes, summed prefix {rec.keff}")
+        if rec.desc is not None:
+            print(f"  recorded descriptor {rec.desc.short_hash} explains them: {explains(rec.desc, rec)}")
+        found = explain(rec, args.arch)
+        if not found:
+            found = explain(rec, args.arch, use_hints=False)
+        print(f"  {len(found)} candidate(s) explain every outcome")
+        for d in found[:10]:
+            print("   ", d.family, d.short_hash, d.to_json())
+        return 0 if found else 1
+    if args.shape is None:
+        raise SystemExit("fixbits probe: --shape M,N,K is required (or --replay FILE)")
     truth = None
     if args.emulate is not None:
         from fixbits.backends import EmulatorBackend
