@@ -91,3 +91,19 @@ def test_frozen_row_sum_warps_split_with_a_reason():
 
 def test_signature_is_deterministic():
     assert S.frozen_signature("softmax_w4.ptx").digest == S.frozen_signature("softmax_w4.ptx").digest
+
+
+def test_balanced_tree_collapses_across_warp_counts() -> None:
+    """The pinned (balanced, neighbours-first) row sum over 1 and 4 warps is one tree: the
+    collapse keeps combine, leaf, height and start and drops which lane or warp held what."""
+    a, b = S.frozen_signature("row_sum_pinned_w1.ptx"), S.frozen_signature("row_sum_pinned_w4.ptx")
+    assert a.fallback is None and b.fallback is None
+    assert certified_equal(a, b)
+    root = a.outputs[0].roots[0].value
+    assert root.kind == "balanced" and root.attrs[1] == 10, root
+
+
+def test_balanced_collapse_keeps_height_and_combine() -> None:
+    """A free (unpinned) row sum is not the balanced tree: it must not join the pinned class."""
+    pinned, free = S.frozen_signature("row_sum_pinned_w4.ptx"), S.frozen_signature("row_sum_w4.ptx")
+    assert not certified_equal(pinned, free)

@@ -57,10 +57,14 @@ def build(
     param_syms: set[str],
     deterministic: bool,
 ) -> KernelSignature:
+    from fixbits.checker.balanced import Collapser
+
     by_param: dict[str, dict[bytes, Root]] = {}
     physical = False
+    col = Collapser()
     for r in roots:
         addr = r.address
+        r = Root(r.param, r.nbytes, addr, col.collapse(r.value), r.relative)
         rel = relativize(addr.poly, r.value, param_syms) if addr.poly is not None else None
         if rel is not None:
             a2, v2 = rel
@@ -74,7 +78,7 @@ def build(
     for param in sorted(by_param):
         d = by_param[param]
         outs.append(OutputSignature(param, _h(*sorted(d)), tuple(d[k] for k in sorted(d))))
-    eff = sorted(e.digest for e in effects)
+    eff = [e.digest for e in effects]  # program order: effects on shared state do not commute
     parts = [isa, "det" if deterministic else "nondet"]
     if physical:
         parts.append(f"ntid={ntid}")

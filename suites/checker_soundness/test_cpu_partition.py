@@ -20,11 +20,13 @@ pytestmark = pytest.mark.checker_soundness
 triton = pytest.importorskip("triton")
 
 FAMILIES = {f.name: f for f in load_families()}
-# (target, family) pairs compiled in CI: every family on sm_90 (first dtype, free kernels), the
-# GEMM and reduction basics on sm_100 and gfx942.
+# (target, family) pairs compiled in CI: every family on sm_90 (first dtype, free kernels, the
+# first configs of its cpu_space), reductions on sm_100 and gfx942. benchmarks/checker/partition.py
+# compiles the whole cpu_space. sm_100 GEMMs (tcgen05, rotated loops) are compared as text today.
+PER_FAMILY = 3
 PAIRS = [("sm_90", name) for name in FAMILIES] + [
     ("sm_100", "row_sum"),
-    ("sm_100", "gemm_plain"),
+    ("sm_100", "softmax"),
     ("gfx942", "row_sum"),
     ("gfx942", "softmax"),
 ]
@@ -45,9 +47,7 @@ def test_partition(target: str, family: str, record_property) -> None:  # type: 
     from fixbits.checker.partition import compile_case
 
     fam = FAMILIES[family]
-    todo = [c for c in cases(fam, cpu=True) if c.dtype == fam.dtypes[0] and not c.pinned]
-    if target != "sm_90":
-        todo = todo[:4]
+    todo = [c for c in cases(fam, cpu=True) if c.dtype == fam.dtypes[0] and not c.pinned][:PER_FAMILY]
     got = [compile_case(fam, c, target) for c in todo]
     files = sum(len(g.texts) for g in got)
     check_s = sum(g.check_s for g in got)

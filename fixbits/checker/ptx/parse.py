@@ -140,14 +140,36 @@ def parse_ptx(text: str) -> list[Entry]:
     return entries
 
 
+def _scope_labels(stmts: list[str]) -> dict[str, set[str]]:
+    """Labels defined inside each inner scope (PTX labels in a { } block are local to it)."""
+    out: dict[str, set[str]] = {}
+    stack = ["0"]
+    sid = 0
+    for st in stmts:
+        if st == "{":
+            sid += 1
+            stack.append(str(sid))
+        elif st == "}":
+            if len(stack) > 1:
+                stack.pop()
+        elif st.endswith(":") and " " not in st and len(stack) > 1:
+            out.setdefault(stack[-1], set()).add(st[:-1])
+    return out
+
+
 def _instructions(body: str, name: str) -> list[Inst]:
     insts: list[Inst] = []
     scopes: list[dict[str, str]] = [{}]
     scope_id = 0
-    for st in _statements(body):
+    stmts = _statements(body)
+    local_labels = _scope_labels(stmts)
+    for st in stmts:
         if st == "{":
             scope_id += 1
-            scopes.append({"__id__": str(scope_id)})
+            sc = {"__id__": str(scope_id)}
+            for lab in local_labels.get(str(scope_id), ()):
+                sc[lab] = f"{lab}@{scope_id}"
+            scopes.append(sc)
             continue
         if st == "}":
             if len(scopes) == 1:
@@ -157,7 +179,10 @@ def _instructions(body: str, name: str) -> list[Inst]:
         if not st:
             continue
         if st.endswith(":") and " " not in st:
-            insts.append(Inst(None, False, ":" + st[:-1], (), st))
+            lab = st[:-1]
+            if len(scopes) > 1:
+                lab = _rename_label(lab, scopes)
+            insts.append(Inst(None, False, ":" + lab, (), st))
             continue
         if st.startswith("."):
             dm = _REGDECL_RE.match(st)
@@ -181,11 +206,20 @@ def _instructions(body: str, name: str) -> list[Inst]:
             args = tuple(_rename(a, scopes) for a in args)
             if pred:
                 pred = _rename(pred, scopes)
+            if op.split(".")[0] == "bra" and args:
+                args = (_rename_label(args[0], scopes),) + args[1:]
         insts.append(Inst(pred, bool(neg), op, args, st))
     return insts
 
 
 _REG_RE = re.compile(r"%[\w$]+")
+
+
+def _rename_label(lab: str, scopes: list[dict[str, str]]) -> str:
+    for sc in reversed(scopes):
+        if lab in sc:
+            return sc[lab]
+    return lab
 
 
 def _rename(arg: str, scopes: list[dict[str, str]]) -> str:

@@ -540,6 +540,8 @@ class PTXWalk(Walk):
                 return None
             return False
         a = self.addr(ins.args[1])
+        if space == "shared" and ins.pred is not None and not ins.neg:
+            a = _restrict_by_bound(a, self.get(ins.pred))
         if len(regs) != vec:
             raise Unsupported(f"vector load arity {ins.text[:60]}")
         for k, r in enumerate(regs):
@@ -718,6 +720,32 @@ class PTXWalk(Walk):
         for idx, r in enumerate(dregs):
             self.write(ins, r, Node("mma", (sig, idx), (olds[idx], a_node, b_node, TRUE)))
         return None
+
+
+def _restrict_by_bound(a: Poly, p: Node) -> Poly:
+    """Under a lane predicate ``F < K`` (F a sum of distinct thread bits, K a power of two) the
+    bits of F worth K or more are 0 on every lane that runs: the address of a predicated
+    shared load is only ever taken with them cleared."""
+    if p.kind != "cmp" or p.attrs[0] != "lt" or len(p.kids) != 2:
+        return a
+    diff = p.kids[0].poly
+    if (
+        diff is None
+        or p.kids[1].poly is None
+        or not p.kids[1].poly.is_const()
+        or p.kids[1].poly.const_value()
+    ):
+        return a
+    bits, rest = diff.split_bits()
+    if bits is None or not rest.is_const() or rest.const_value() >= 0:
+        return a
+    k = -rest.const_value()
+    if k & (k - 1):
+        return a
+    for pos, sym in bits.items():
+        if (1 << pos) >= k:
+            a = a.substitute(sym, Poly.const(0))
+    return a
 
 
 def _regs(s: str) -> list[str]:

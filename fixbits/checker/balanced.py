@@ -1,0 +1,257 @@
+"""Collapse of a balanced reduction tree to its four facts (paper §6.1): the combine with its
+rounding, the leaf computation with its coordinate blanked, the height, and where it starts.
+
+A node is collapsed only when the walk *proves* it is the canonical balanced tree over 2^h
+consecutive logical elements [start, start + 2^h): every combine joins two subtrees of equal
+height over adjacent ranges, whether they sat in one thread's registers, in two lanes (a
+butterfly shuffle flips lane bits of the range's start) or in two warps (a shared-memory store
+and load renumber the writer's thread bits as the reader's). Then which thread held which element
+no longer matters, so layouts that build the same tree reach one signature. Anything the proof
+does not cover keeps its physical structure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fixbits.checker.forms import Poly, is_bit_symbol
+from fixbits.checker.node import Node, int_node
+
+COMBINES = frozenset({"add", "mul", "max", "min"})
+_ELEMENTWISE = frozenset({"cvt", "neg", "abs", "fabs", "mul", "add", "sub", "fma", "ex2", "lg2", "max", "min",
+                          "sqrt", "rsqrt", "rcp", "div", "masked", "select"})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Span:
+    """A proven balanced subtree: template (leaf computation, index blanked), height, start."""
+
+    template: Node
+    height: int
+    start: Poly
+    combine: tuple | None  # (kind, attrs) of its combines; None for a leaf
+
+
+class Collapser:
+    def __init__(self) -> None:
+        self.memo: dict[bytes, Span | None] = {}
+        self.out_memo: dict[bytes, Node] = {}
+
+    # ---- proofs -----------------------------------------------------------------------------
+    def span(self, n: Node) -> Span | None:
+        got = self.memo.get(n.digest, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        res = self._span(n)
+        self.memo[n.digest] = res
+        return res
+
+    def _span(self, n: Node) -> Span | None:
+        if n.kind == "load":
+            return _leaf(n)
+        if n.kind == "shfl":
+            return self._shfl(n)
+        if n.kind == "xwarp":
+            return self._xwarp(n)
+        if n.kind in COMBINES and len(n.kids) == 2:
+            s = self._combine(n)
+            if s is not None:
+                return s
+        if n.kind in _ELEMENTWISE and n.kids:
+            return self._elementwise(n)
+        return None
+
+    def _elementwise(self, n: Node) -> Span | None:
+        """A per-element computation over leaves of one index (x*x, cvt(x), masked(load, 0))."""
+        start = None
+        tkids = []
+        for k in n.kids:
+            if k.poly is not None and k.poly.is_const():
+                tkids.append(k)
+                continue
+            s = self.span(k)
+            if s is None or s.height != 0:
+                return None
+            if start is None:
+                start = s.start
+            elif s.start != start:
+                return None
+            tkids.append(s.template)
+        if start is None:
+            return None
+        return Span(Node(n.kind, n.attrs, tuple(tkids)), 0, start, None)
+
+    def _shfl(self, n: Node) -> Span | None:
+        if n.attrs != ("bfly",) or len(n.kids) != 4:
+            return None
+        x, b, c, mask = n.kids
+        if not (_const(b) is not None and _const(c) == 31 and _const(mask) in (-1, 0xFFFFFFFF)):
+            return None
+        s = self.span(x)
+        if s is None:
+            return None
+        off = _const(b)
+        assert off is not None
+        start = s.start
+        for k in range(5):
+            if off >> k & 1:
+                flipped = _flip_bit(start, f"tx{k}")
+                if flipped is None:
+                    return None
+                start = flipped
+        return Span(s.template, s.height, start, s.combine)
+
+    def _combine(self, n: Node) -> Span | None:
+        x, y = (self.span(k) for k in n.kids)
+        if x is None or y is None:
+            return None
+        comb = (n.kind, n.attrs)
+        if x.height != y.height or x.template.digest != y.template.digest:
+            return None
+        if x.height > 0 and (x.combine != comb or y.combine != comb):
+            return None
+        h = x.height
+        half = 1 << h
+        d = y.start - x.start
+        if d.is_const() and abs(d.const_value()) == half:
+            lo = x.start if d.const_value() > 0 else y.start
+            return Span(x.template, h + 1, lo, comb)
+        # a butterfly partner: the two starts differ by +-2^h on one lane bit
+        for sym in sorted(x.start.symbols()):
+            if not is_bit_symbol(sym):
+                continue
+            coef = x.start.terms.get((sym,), 0)
+            if abs(coef) != half or any(sym in m and m != (sym,) for m in x.start.terms):
+                continue
+            if _flip_bit(x.start, sym) == y.start:
+                lo = x.start.substitute(sym, Poly.const(0 if coef > 0 else 1))
+                return Span(x.template, h + 1, lo, comb)
+        return None
+
+    def _xwarp(self, n: Node) -> Span | None:
+        """A shared-memory read of balanced partials: each reader address must hit exactly one
+        store of the latest generation; the writer's thread bits are renamed as the reader's,
+        and the reader bits that choose between stores must move the start affinely."""
+        addr, hist = n.kids
+        la = addr.poly
+        sts = [e for e in hist.kids if e.kind == "st" and e.attrs[0] == "st"]
+        if la is None or not sts:
+            return None
+        epoch = max(e.attrs[2] for e in sts)
+        gen = [e for e in sts if e.attrs[2] == epoch]
+        if any(e.attrs[1] != n.attrs[0] or e.kids[0].poly is None for e in gen):
+            return None
+        sb0, srest0 = gen[0].kids[0].poly.split_bits()  # type: ignore[union-attr]
+        lb, lrest = la.split_bits()
+        if sb0 is None or lb is None:
+            return None
+        offsets = []
+        for e in gen:
+            sb, srest = e.kids[0].poly.split_bits()  # type: ignore[union-attr]
+            d = srest - srest0
+            if sb != sb0 or not d.is_const():
+                return None
+            offsets.append(d.const_value())
+        d0 = lrest - srest0
+        if not d0.is_const():
+            return None
+        free = sorted(pos for pos in lb if pos not in sb0)  # reader bits that pick the store
+        if len(free) > 6:
+            return None
+        s_only = 0  # weights of writer bits the reader's address fixes to constants
+        for pos in sb0:
+            if pos not in lb:
+                s_only |= 1 << pos
+        starts: dict[int, Poly] = {}
+        first: Span | None = None
+        for mask in range(1 << len(free)):
+            off = d0.const_value() + sum(1 << free[i] for i in range(len(free)) if mask >> i & 1)
+            hits = [(j, off - o) for j, o in enumerate(offsets) if off - o >= 0 and (off - o) & ~s_only == 0]
+            if len(hits) != 1:
+                return None
+            j, rem = hits[0]
+            mapping = {
+                sym: (Poly.sym(lb[pos]) if pos in lb else Poly.const(rem >> pos & 1))
+                for pos, sym in sb0.items()
+            }
+            sp = self.span(gen[j].kids[1])
+            if sp is None:
+                return None
+            if first is None:
+                first = sp
+            elif (sp.template.digest, sp.height, sp.combine) != (
+                first.template.digest,
+                first.height,
+                first.combine,
+            ):
+                return None
+            st = sp.start
+            bits = sorted(x for x in st.symbols() if is_bit_symbol(x))
+            if any(x not in mapping for x in bits):
+                return None  # the writer's value depends on a thread bit the address does not fix
+            for x in bits:
+                st = st.substitute(x, Poly.sym("w:" + x))
+            for x in bits:
+                st = st.substitute("w:" + x, mapping[x])
+            starts[mask] = st
+        assert first is not None
+        base = starts[0]
+        coefs = []
+        for i in range(len(free)):
+            c = starts[1 << i] - base
+            if not c.is_const():
+                return None
+            coefs.append(c.const_value())
+        for mask, st in starts.items():
+            pred = base + Poly.const(sum(coefs[i] for i in range(len(free)) if mask >> i & 1))
+            if st != pred:
+                return None
+        start = base
+        for i, pos in enumerate(free):
+            start = start + Poly.sym(lb[pos]).scale(coefs[i])
+        return Span(first.template, first.height, start, first.combine)
+
+    # ---- rewrite ------------------------------------------------------------------------------
+    def collapse(self, n: Node) -> Node:
+        got = self.out_memo.get(n.digest)
+        if got is not None:
+            return got
+        s = self.span(n) if (n.kind in COMBINES or n.kind in ("shfl", "xwarp")) else None
+        if s is not None and s.height >= 1 and s.combine is not None:
+            out = Node("balanced", (s.combine, s.height), (s.template, int_node(s.start)))
+        elif n.kids and n.poly is None:
+            kids = tuple(self.collapse(k) for k in n.kids)
+            out = n if all(a is b for a, b in zip(kids, n.kids, strict=True)) else Node(n.kind, n.attrs, kids)
+        else:
+            out = n
+        self.out_memo[n.digest] = out
+        return out
+
+
+def _const(n: Node) -> int | None:
+    if n.poly is not None and n.poly.is_const():
+        v = n.poly.const_value()
+        return v - (1 << 32) if v >= 1 << 31 and v < 1 << 32 else v
+    return None
+
+
+def _leaf(n: Node) -> Span | None:
+    space, nbytes = n.attrs[0], n.attrs[1]
+    a = n.kids[0].poly
+    if a is None or not isinstance(nbytes, int) or nbytes <= 0:
+        return None
+    base = next((m[0] for m, c in a.terms.items() if len(m) == 1 and m[0].startswith("p:") and c == 1), None)
+    if base is None:
+        return None
+    rest = a - Poly.sym(base)
+    if any(c % nbytes for c in rest.terms.values()):
+        return None
+    idx = Poly({m: c // nbytes for m, c in rest.terms.items()})
+    return Span(Node("leaf", (space, nbytes, base)), 0, idx, None)
+
+
+def _flip_bit(p: Poly, sym: str) -> Poly | None:
+    """p with bit ``sym`` replaced by its complement; None if ``sym`` appears in a product."""
+    if any(sym in m and m != (sym,) for m in p.terms):
+        return None
+    return p.substitute(sym, Poly.const(1) - Poly.sym(sym))
