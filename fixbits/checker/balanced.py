@@ -174,6 +174,8 @@ class Collapser:
                 sym: (Poly.sym(lb[pos]) if pos in lb else Poly.const(rem >> pos & 1))
                 for pos, sym in sb0.items()
             }
+            if _writer_excluded(gen[j].kids[2], mapping):
+                return None  # the only thread that could have written this slot did not store
             sp = self.span(gen[j].kids[1])
             if sp is None:
                 return None
@@ -255,3 +257,30 @@ def _flip_bit(p: Poly, sym: str) -> Poly | None:
     if any(sym in m and m != (sym,) for m in p.terms):
         return None
     return p.substitute(sym, Poly.const(1) - Poly.sym(sym))
+
+
+def _writer_excluded(pred: Node, mapping: dict[str, Poly]) -> bool:
+    """True when the store predicate is provably false for the writer the address picks."""
+    if pred.kind == "true":
+        return False
+    if pred.kind == "and":
+        return any(_writer_excluded(k, mapping) for k in pred.kids)
+    if (
+        pred.kind == "cmp"
+        and len(pred.kids) == 2
+        and pred.kids[0].poly is not None
+        and pred.attrs[1] in ("s", "u")
+    ):
+        diff = pred.kids[0].poly
+        for sym in sorted(diff.symbols()):
+            if sym in mapping:
+                diff = diff.substitute(sym, Poly.sym("w:" + sym))
+        for sym in sorted(mapping):
+            diff = diff.substitute("w:" + sym, mapping[sym])
+        if not diff.is_const():
+            return False
+        v = diff.const_value()
+        op = pred.attrs[0]
+        truth = {"lt": v < 0, "le": v <= 0, "gt": v > 0, "ge": v >= 0, "eq": v == 0, "ne": v != 0}.get(op)
+        return truth is False
+    return False
