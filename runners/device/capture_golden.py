@@ -91,6 +91,7 @@ class Case:
     epilogue: tuple[EpilogueOp, ...] = ()
     partial: str = "fp32"
     lanes: int = 1
+    mma_sync: bool = False  # a tile Triton lowers to mma.sync m16n8k16 instead of wgmma
 
     @property
     def id(self) -> str:
@@ -98,6 +99,7 @@ class Case:
         extra += f"_span{self.span}" if self.variant == "splitk" else ""
         extra += f"_partial{self.partial}" if self.partial != "fp32" else ""
         extra += f"_lanes{self.lanes}" if self.variant == "fma" else ""
+        extra += "_mmasync" if self.mma_sync else ""
         if self.epilogue:
             extra += "_ep_" + "+".join(
                 op.kind if op.value is None else f"{op.kind}{op.value}" for op in self.epilogue
@@ -112,7 +114,11 @@ class Case:
     def desc(self) -> GEMMDesc:
         ik = IK[self.dtype]
         base = dict(
-            arch="sm_90", instruction="wgmma", instruction_k=ik, in_dtype=self.dtype, out_dtype=self.out_dtype
+            arch="sm_90",
+            instruction="mma" if self.mma_sync else "wgmma",
+            instruction_k=ik,
+            in_dtype=self.dtype,
+            out_dtype=self.out_dtype,
         )
         if self.variant == "block":
             return GEMMDesc(**base, k_loop_step=ik)
@@ -246,6 +252,33 @@ def build_cases(quick: bool) -> list[Case]:
                 lanes=lanes,
             )
         )
+    # mma.sync m16n8k16 (Triton's choice for 16- and 32-row tiles on 1-2 warps): the same block model
+    # as wgmma is assumed; no hardware A/B of the two is published
+    for dtype in ("fp16", "bf16"):
+        for kind in ("ordinary", "wide", "tiny", "cancel"):
+            for has_acc in (False, True):
+                seed += 10
+                cases.append(
+                    Case(
+                        "block",
+                        "block",
+                        dtype,
+                        "fp32",
+                        16,
+                        64,
+                        16,
+                        kind,
+                        seed,
+                        has_acc=has_acc,
+                        mma_sync=True,
+                    )
+                )
+        for variant, bk in (("single", 64), ("per_mma", 16)):
+            for kind in ("ordinary", "wide"):
+                seed += 10
+                cases.append(
+                    Case("gemm", variant, dtype, "fp32", 33, 17, 777, kind, seed, bk=bk, mma_sync=True)
+                )
     # products below fp32's normal range (bf16 only): e_zero as e_max, subnormal and signed-zero results
     for has_acc in (False, True):
         seed += 10
@@ -346,10 +379,19 @@ class GpuRunner:
             )
             d = torch.empty((c.m, c.n), dtype=torch.float32, device=self.device)
             self.kernels["block"][(1,)](
-                ta, tbt, tacc, d, c.n, K=c.k, BM=64, BN=64, HAS_ACC=c.has_acc, num_warps=4
+                ta,
+                tbt,
+                tacc,
+                d,
+                c.n,
+                K=c.k,
+                BM=c.m,
+                BN=64,
+                HAS_ACC=c.has_acc,
+                num_warps=1 if c.mma_sync else 4,
             )
             return d
-        bm, bn = 64, 64
+        bm, bn = (32, 64) if c.mma_sync else (64, 64)
         grid_mn = (self.triton.cdiv(c.m, bm), self.triton.cdiv(c.n, bn))
         if c.variant == "fma":
             d = torch.empty((c.m, c.n), dtype=torch.float32, device=self.device)
@@ -375,7 +417,7 @@ class GpuRunner:
                 PER_MMA=c.variant == "per_mma",
                 OUT=out_tl,
                 ASM_ADD=c.variant == "per_mma" and self.device != "cpu",
-                num_warps=4,
+                num_warps=2 if c.mma_sync else 4,
             )
             return d
         parts = max(1, -(-c.k // c.span))
@@ -604,6 +646,16 @@ def compile_check() -> int:
                 f"gemm  {dtype:9s} {'per_mma' if per_mma else 'single ':7s} BK={bk:<3d} wgmma x{n_wgmma} "
                 f"dot-from-zero={from_zero} add.rn.f32={'add.rn.f32' in ptx} imprecise={imprecise[:1]} {'ok' if ok else 'UNEXPECTED'}"
             )
+    for dtype in ("fp16", "bf16"):
+        sig = {"a_ptr": ptr[dtype], "bt_ptr": ptr[dtype], "c_ptr": "*fp32", "d_ptr": "*fp32", "N": "i32"}
+        sig.update(K="constexpr", BM="constexpr", BN="constexpr", HAS_ACC="constexpr")
+        src = ASTSource(
+            fn=ks["block"], signature=sig, constexprs={"K": 16, "BM": 16, "BN": 64, "HAS_ACC": True}
+        )
+        ptx = triton.compile(src, target=target, options={"num_warps": 1}).asm["ptx"]
+        insts = sorted(set(re.findall(r"mma\.sync\.aligned\.[.\w]*", ptx)))
+        bad += not insts or "wgmma" in ptx
+        print(f"block {dtype:9s} 16x64 1 warp {insts}")
     for dtype in ("fp16", "bf16"):
         for lanes in (1, 2):
             sig = {
