@@ -61,6 +61,33 @@ def _check_task(name: str, dtype: str, kind: str, seed: int, device: str = "cuda
     }
 
 
+def _golden_task(name: str, dtype: str, kind: str, seed: int, shas: dict[str, str], device: str = "cuda") -> dict:
+    """Cheap drift check of a recorded pair: first and last config, pinned, against the record."""
+    from fixbits.corpus.check import digest, run_config
+    from fixbits.corpus.common import to_device
+    from fixbits.corpus.registry import entry
+
+    t0 = time.time()
+    e = entry(name)
+    mod = e.load()
+    shape = e.shape_dict()
+    row = {"kernel": name, "dtype": dtype, "kind": kind, "seed": seed, "shape": shape, "golden_only": True}
+    try:
+        inputs = {k: to_device(v, device) for k, v in mod.make_inputs(shape, dtype, kind, seed).items()}
+        got: dict[str, set[str]] = {}
+        for cfg in (e.configs()[0], e.configs()[-1]):
+            for k, v in run_config(mod, inputs, shape, cfg, True).items():
+                got.setdefault(k, set()).add(digest(v))
+    except Exception as ex:
+        row["crash"] = f"{type(ex).__name__}: {ex}"
+        row["trace"] = traceback.format_exc()[-3000:]
+        return row
+    row["golden_match"] = {k: (got.get(k) == {v}) for k, v in shas.items()}
+    row["pinned_invariant"] = all(len(v) == 1 for v in got.values())
+    row["seconds"] = round(time.time() - t0, 1)
+    return row
+
+
 def env_info() -> dict:
     import torch
     import triton
@@ -77,16 +104,22 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--budget-s", type=float, default=300.0)
-    ap.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 4))
+    ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 4))
+    ap.add_argument("--full", action="store_true",
+                    help="full check of every pair (default: pairs already in matrices/golden/enforcement_*.yaml "
+                         "and without pinned variants get a cheap two-config drift check against the record)")
     ap.add_argument("--only", nargs="*", default=None, help="kernel names to run")
-    ap.add_argument("--kinds", nargs="*", default=["ordinary", "wide"])
+    ap.add_argument("--kinds", nargs="*", default=["wide", "ordinary"])
     ap.add_argument("--no-speed", action="store_true")
     ap.add_argument("--speed-rounds", type=int, default=3)
     ap.add_argument("--device", default="cuda", help="cpu = smoke test under TRITON_INTERPRET=1 (small shapes)")
     args = ap.parse_args()
+    if args.device == "cpu":
+        args.full = True  # records are at GPU shapes; the CPU smoke run uses the small shapes
     t_start = time.time()
     args.out.mkdir(parents=True, exist_ok=True)
 
+    from fixbits.corpus import golden as gold
     from fixbits.corpus.registry import budget, pairs
 
     env = env_info()
@@ -96,13 +129,26 @@ def main() -> int:
     # and the biggest config spaces first, so the pool does not end waiting on one long task
     chosen = sorted(((e, d) for e, d in pairs() if not args.only or e.name in args.only),
                     key=lambda ed: -len(ed[0].configs()) * len(ed[0].load().KERNELS))
-    todo = [(e.name, d, k, 0) for k in args.kinds for e, d in chosen]
-    _log(f"(a) invariance: {len(todo)} (kernel, dtype, kind) tasks on {args.workers} workers")
+    recorded: dict[tuple[str, str, str, int], dict[str, str]] = {}
+    for rec in gold.all_records():
+        recorded.setdefault((rec.kernel, rec.dtype, rec.kind, rec.seed), {})[rec.output] = rec.sha256
+    full_tasks, golden_tasks = [], []
+    for k in args.kinds:
+        for e, d in chosen:
+            key = (e.name, d, k, 0)
+            if not args.full and key in recorded and not e.variants:
+                golden_tasks.append(key)
+            else:
+                full_tasks.append(key)
+    todo = full_tasks + golden_tasks
+    _log(f"(a) invariance: {len(full_tasks)} full (kernel, dtype, kind) tasks + {len(golden_tasks)} drift checks "
+         f"of recorded pairs on {args.workers} workers")
     results: list[dict] = []
     deadline_a = t_start + 0.75 * args.budget_s
     ctx = mp.get_context("spawn")
     with cf.ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx) as pool:
-        futs = {pool.submit(_check_task, *t, args.device): t for t in todo}
+        futs = {(pool.submit(_check_task, *t, args.device) if t in full_tasks else
+                 pool.submit(_golden_task, *t, recorded[t], args.device)): t for t in todo}
         for fut in cf.as_completed(futs):
             t = futs[fut]
             try:
@@ -112,6 +158,11 @@ def main() -> int:
             results.append(r)
             if "crash" in r:
                 _log(f"CRASH {t}: {r['crash']}\n{r.get('trace', '')}")
+                continue
+            if r.get("golden_only"):
+                bad = [k for k, ok in r["golden_match"].items() if not ok]
+                _log(f"{r['kernel']}/{r['dtype']}/{r['kind']}: drift check vs record "
+                     f"{'OK' if not bad else 'MOVED ' + str(bad)} invariant={r['pinned_invariant']} {r['seconds']}s")
                 continue
             bad_model = [m for m in r["model"] if not m["equal"]]
             _log(f"{r['kernel']}/{r['dtype']}/{r['kind']}: configs={r['configs']} pinned={r['pinned_classes']} "
@@ -136,6 +187,8 @@ def main() -> int:
     (args.out / "check_per_config.yaml").write_text(_dump(results))
     records = []
     for r in results:
+        if r.get("golden_only"):
+            continue
         for out, sha in sorted((r.get("golden") or {}).items()):
             records.append({"kernel": r["kernel"], "dtype": r["dtype"], "kind": r["kind"], "seed": r["seed"],
                             "shape": r["shape"], "output": out, "sha256": sha,
@@ -149,8 +202,9 @@ def main() -> int:
         from fixbits.corpus.registry import entry
         from fixbits.corpus.timing import measure_pair
 
-        _log("(b) speed: pinned vs free, both autotuned over the same space")
-        for e, d in pairs():
+        _log("(b) speed: pinned vs free, both autotuned over the same space (pinned variants included)")
+        order = sorted(pairs(), key=lambda ed: (not ed[0].variants, not ed[0].name.startswith("inductor_gen")))
+        for e, d in order:
             if args.only and e.name not in args.only:
                 continue
             if time.time() - t_start > 0.97 * args.budget_s:
@@ -186,12 +240,19 @@ def main() -> int:
         if "crash" in r:
             print(f"{r['kernel']:22s} {r['dtype']:9s} {r['kind']:8s} CRASH")
             continue
+        if r.get("golden_only"):
+            ok = all(r["golden_match"].values()) and r["pinned_invariant"]
+            print(f"{r['kernel']:22s} {r['dtype']:9s} {r['kind']:8s} record {'matches' if ok else 'MOVED'}")
+            continue
         pc = max(r["pinned_classes"].values(), default=0)
         fc = max(r["free_classes"].values(), default=0)
         print(f"{r['kernel']:22s} {r['dtype']:9s} {r['kind']:8s} {r['configs']:4d} {pc:7d} {fc:5d} "
               f"{'ok' if r['model_equal'] else 'DIFF':>6s} {len(r['errors']):4d}")
-    inv = sum(1 for r in results if r.get("pinned_invariant"))
-    print(f"pinned invariant: {inv}/{len(results)}; free varied in "
+    inv = sum(1 for r in results if r.get("pinned_invariant") and not r.get("golden_only"))
+    nfull = sum(1 for r in results if not r.get("golden_only"))
+    gm = [r for r in results if r.get("golden_only") and "golden_match" in r]
+    print(f"drift checks against records: {sum(1 for r in gm if all(r['golden_match'].values()))}/{len(gm)} match")
+    print(f"pinned invariant: {inv}/{nfull}; free varied in "
           f"{sum(1 for r in results if max((r.get('free_classes') or {0: 0}).values()) > 1)} tasks")
     if speed_rows:
         print("\n=== summary: speed (ratio = free_us / pinned_us, >= budget passes) ===")
