@@ -186,12 +186,13 @@ def test_html_page_is_self_contained(planted: tuple[int, str, Path]) -> None:
 
 
 def test_without_a_gpu_the_cpu_part_runs_and_gpu_tests_skip(tmp_path: Path) -> None:
-    gpu_only = {k: v for k, v in RECORDED.items() if k not in ("torch", "triton")}
-    root = make_repo(tmp_path, {"suites/enforcement/test_mixed.py": CPU_AND_GPU}, recorded=gpu_only)
-    rc, log, out = gate(root, env_file=None)  # the real fingerprint of this machine
-    verdict = json.loads((out / "gate.json").read_text())
-    if verdict["environment"]["sm"] is not None:
+    if any(Path(d).exists() for d in ("/dev/nvidia0", "/dev/kfd")):
         pytest.skip("this machine has a GPU; the test is about machines without one")
+    root = make_repo(tmp_path, {"suites/enforcement/test_mixed.py": CPU_AND_GPU})
+    # the gate is told this machine's GPU-less fingerprint (saves a torch import); the pytest it
+    # starts detects the missing GPU itself and skips the GPU test with its reason
+    rc, log, out = gate(root)
+    verdict = json.loads((out / "gate.json").read_text())
     assert rc == 0, log
     assert verdict["verdict"] == "no drift" and verdict["counts"] == {
         "tests": 2,
