@@ -107,3 +107,11 @@ def test_balanced_collapse_keeps_height_and_combine() -> None:
     """A free (unpinned) row sum is not the balanced tree: it must not join the pinned class."""
     pinned, free = S.frozen_signature("row_sum_pinned_w4.ptx"), S.frozen_signature("row_sum_w4.ptx")
     assert not certified_equal(pinned, free)
+
+
+def test_store_order_to_one_place_matters() -> None:
+    """The last store to an address wins: the same two stores in the other order differ."""
+    first = S.SUM_LEFT + "\n\tst.global.b32 [%rd4], %r6;\n\tst.global.b32 [%rd4], %r7;"
+    second = S.SUM_LEFT + "\n\tst.global.b32 [%rd4], %r7;\n\tst.global.b32 [%rd4], %r6;"
+    assert eq(S.ptx(first), S.ptx(first))
+    assert not eq(S.ptx(first), S.ptx(second))

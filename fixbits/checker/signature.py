@@ -59,7 +59,7 @@ def build(
 ) -> KernelSignature:
     from fixbits.checker.balanced import Collapser
 
-    by_param: dict[str, dict[bytes, Root]] = {}
+    by_param: dict[str, list[tuple[bytes, Root]]] = {}
     physical = False
     col = Collapser()
     for r in roots:
@@ -73,11 +73,16 @@ def build(
             physical = True
             root = r
         key = Node("root", (root.nbytes,), (root.address, root.value)).digest
-        by_param.setdefault(r.param, {})[key] = root
+        by_param.setdefault(r.param, []).append((key, root))
     outs = []
     for param in sorted(by_param):
-        d = by_param[param]
-        outs.append(OutputSignature(param, _h(*sorted(d)), tuple(d[k] for k in sorted(d))))
+        # program order, each distinct root kept at its last occurrence: a later store to the
+        # same place wins, so the order of distinct stores is kept; repeats of one tree (a
+        # thread storing several elements of one relative form) count once
+        seq = by_param[param]
+        last = {k: i for i, (k, _) in enumerate(seq)}
+        kept = [(k, rt) for i, (k, rt) in enumerate(seq) if last[k] == i]
+        outs.append(OutputSignature(param, _h(*(k for k, _ in kept)), tuple(rt for _, rt in kept)))
     eff = [e.digest for e in effects]  # program order: effects on shared state do not commute
     parts = [isa, "det" if deterministic else "nondet"]
     if physical:
