@@ -102,7 +102,7 @@ def fold_products(
     gives NaN here), while finite terms stay below 2^(F+2) and never overflow.
     """
     ec = c_exponent(c, model)
-    emax = np.array(e.max(axis=-1), dtype=np.int32)
+    emax = np.array(e.max(axis=-1) if e.shape[-1] else np.full(e.shape[:-1], model.e_zero), dtype=np.int32)
     np.maximum(emax, ec, out=emax)
     np.maximum(emax, model.e_zero, out=emax)
     shift = model.F - emax
