@@ -203,7 +203,7 @@ def exact_and(p: Poly, mask: int) -> Poly | None:
     if c0 < 0 or (c0 & low_bits):
         return None
     if not sym_rest.terms:
-        kept = {(sym,): 1 << pos for pos, sym in bits.items() if mask >> pos & 1}
+        kept: dict[Mono, int] = {(sym,): 1 << pos for pos, sym in bits.items() if mask >> pos & 1}
         return Poly(kept) + Poly.const(c0 & mask)
     k = sym_rest.trailing_zeros()
     if mask < (1 << k):

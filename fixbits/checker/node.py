@@ -28,6 +28,13 @@ class Node:
     """One value of the symbolic thread."""
 
     __slots__ = ("kind", "attrs", "kids", "digest", "poly", "variant", "exchange")
+    kind: str
+    attrs: tuple
+    kids: tuple[Node, ...]
+    digest: bytes
+    poly: Poly | None
+    variant: bool
+    exchange: bool
 
     def __init__(self, kind: str, attrs: tuple = (), kids: tuple[Node, ...] = (), poly: Poly | None = None):
         if kind in COMMUTATIVE and len(kids) > 1:

@@ -656,11 +656,12 @@ class GCNWalk(Walk):
         regs = self._dst_regs(a[0])
         if not regs:
             return False
-        srcs = a[1:]
+        srcs: list[str] = list(a[1:])
+        r: Poly | None
         if "_co_" in op or op.startswith(("v_addc", "v_subb", "s_addc", "s_subb")):
             # carry-out adds: the sum is exact, the carry register becomes data
             if len(a) >= 4 and a[1] in ("vcc",) or re.fullmatch(r"s\[\d+:\d+\]", a[1]):
-                srcs = a[2:]
+                srcs = list(a[2:])
             if op.startswith(("v_addc", "v_subb", "s_addc", "s_subb")):
                 self.wr(ins, regs[0], Node("hi", ("carry",), tuple(self.val(x) for x in srcs)))
                 return True

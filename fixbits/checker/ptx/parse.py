@@ -40,7 +40,9 @@ _REGDECL_RE = re.compile(r"\.reg\s+(?:\.v\d\s+)?\.\w+\s+(.+)")
 
 def split_args(s: str) -> list[str]:
     """Split operands on top-level commas (not inside [] or {})."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in s:
         if ch in "[{":
             depth += 1
