@@ -26,7 +26,7 @@ def _types(dt: str, out: str = "fp32") -> dict[str, str]:
 def test_single_pass_lowers_to_wgmma_k16_with_no_contraction() -> None:
     from fixbits.kernels.single_pass import _single_pass_kernel
 
-    cx = dict(STEP=64, IK=16, PROMO=0, GROUPS=0, RES_FIRST=False, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
+    cx = dict(STEP=64, IK=16, HWK=16, PROMO=0, GROUPS=0, RES_FIRST=False, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
               GROUP_M=8, NUM_STAGES=3, **NO_TMA, **{**EPN, "OUT": 1, "EP0": 1, "EP1": 7})  # fmt: skip
     ptx = compile_ptx(_single_pass_kernel, _types("fp16", "fp16"), cx, num_warps=8)
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.f16\.f16", ptx), "no fp16 wgmma k16"
@@ -36,7 +36,7 @@ def test_single_pass_lowers_to_wgmma_k16_with_no_contraction() -> None:
 def test_fp8_single_pass_uses_e4m3_wgmma_k32() -> None:
     from fixbits.kernels.single_pass import _single_pass_kernel
 
-    cx = dict(STEP=128, IK=32, PROMO=4, GROUPS=1, RES_FIRST=False, BLOCK_M=64, BLOCK_N=64, BLOCK_K=128,
+    cx = dict(STEP=128, IK=32, HWK=32, PROMO=4, GROUPS=1, RES_FIRST=False, BLOCK_M=64, BLOCK_N=64, BLOCK_K=128,
               GROUP_M=8, NUM_STAGES=3, **NO_TMA, **EPN)  # fmt: skip
     ptx = compile_ptx(_single_pass_kernel, _types("fp8e4nv"), cx, num_warps=4)
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k32\.f32\.e4m3\.e4m3", ptx), (
@@ -47,7 +47,7 @@ def test_fp8_single_pass_uses_e4m3_wgmma_k32() -> None:
 def test_tma_body_keeps_the_wgmma_chain() -> None:
     from fixbits.kernels.single_pass import _single_pass_kernel
 
-    cx = dict(STEP=64, IK=16, PROMO=0, GROUPS=0, RES_FIRST=True, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
+    cx = dict(STEP=64, IK=16, HWK=16, PROMO=0, GROUPS=0, RES_FIRST=True, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
               GROUP_M=8, NUM_STAGES=3, USE_TMA=True, B_TRANS=True, **EPN)  # fmt: skip
     types = {**_types("fp16"), "a_desc": "tensordesc<fp16[128,64]>", "b_desc": "tensordesc<fp16[128,64]>"}
     ptx = compile_ptx(_single_pass_kernel, types, cx, num_warps=8)

@@ -24,6 +24,7 @@ CASES = [
         "splitk_per_mma",
     ),
     (TC.replace(instruction="mma"), "single_pass"),
+    (TC.replace(instruction="mma", instruction_k=8, k_loop_step=32, residue="first"), "single_pass"),
     (FMA, "scalar_chain"),
     (FMA.replace(k_cuts=(KCut("contiguous", count=4),)), "gemv_contiguous"),
     (FMA.replace(k_cuts=(KCut("contiguous", count=4), KCut("contiguous", span=8))), "chained_chunks"),
@@ -51,7 +52,6 @@ def test_long_gemv_with_nested_cut_runs_the_workspace_kernel() -> None:
     [
         (GEMMDesc(arch="sm_100", instruction="tcgen05", instruction_k=16, in_dtype="fp16"), "tcgen05"),
         (GEMMDesc(arch="sm_80", instruction="mma", instruction_k=16, in_dtype="fp16"), "sm_80"),
-        (TC.replace(instruction="mma", instruction_k=8), "k16"),
         (TC.replace(k_cuts=(KCut("strided", count=4, span=16),)), "contiguous"),
     ],
 )

@@ -8,6 +8,10 @@ accumulator with one rounding, so BLOCK_K is a free speed knob as long as the bo
 is a whole number of instructions; the residue and any body tail shorter than BLOCK_K are
 issued one instruction (one IK-wide dot) at a time, so no all-zero instruction is ever added.
 
+HWK is the hardware instruction width Triton issues (16 for 16-bit inputs, 32 for fp8). A
+narrower descriptor instruction (mma k8, IK = 8) is issued as one HWK-wide instruction whose
+extra lanes are zero products (load_turn), so each wide instruction adds exactly one narrow one.
+
 Per-MMA accumulation (PROMO = promotion_interval > 0): the instruction sequence of the chain
 (residue included, in its place) is cut into runs of PROMO instructions counted from the
 chain's start; each run goes into a zero-started temporary that is then added to the
@@ -21,11 +25,33 @@ import triton.language as tl
 
 
 @triton.jit
-def instrs(acc, a_rows, b_cols, lo, hi, sak, sbk, IK: tl.constexpr):
+def load_turn(a_rows, b_cols, base, sak, sbk, REAL: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr):
+    """Operands for REAL consecutive elements from ``base`` (a whole number of instructions).
+
+    IK == HWK: one plain tile. IK < HWK (mma k8 on a k16 tensor core): instruction j's IK
+    products sit in lanes [j*HWK, j*HWK + IK) and the rest of its HWK lanes are zero, so a dot of
+    REAL/IK*HWK lanes is REAL/IK chained wide instructions, each adding exactly one narrow one.
+    """
+    if IK == HWK:
+        kk = base + tl.arange(0, REAL)
+        a = tl.load(a_rows + kk[None, :] * sak)
+        b = tl.load(b_cols + kk[:, None] * sbk)
+    else:
+        ix = tl.arange(0, REAL // IK * HWK)
+        real = (ix % HWK) < IK
+        kk = base + (ix // HWK) * IK + (ix % HWK)
+        a = tl.load(a_rows + kk[None, :] * sak, mask=real[None, :], other=0.0)
+        b = tl.load(b_cols + kk[:, None] * sbk, mask=real[:, None], other=0.0)
+    return a, b
+
+
+@triton.jit
+def instrs(acc, a_rows, b_cols, lo, hi, sak, sbk, IK: tl.constexpr, HWK: tl.constexpr):
     """Whole instructions over [lo, hi), the last one padded with zero products."""
     for k0 in range(lo, hi, IK):
-        kk = k0 + tl.arange(0, IK)
-        km = kk < hi
+        ix = tl.arange(0, HWK)
+        kk = k0 + ix
+        km = (ix < IK) & (kk < hi)
         a = tl.load(a_rows + kk[None, :] * sak, mask=km[None, :], other=0.0)
         b = tl.load(b_cols + kk[:, None] * sbk, mask=km[:, None], other=0.0)
         acc = tl.dot(a, b, acc)
@@ -33,11 +59,14 @@ def instrs(acc, a_rows, b_cols, lo, hi, sak, sbk, IK: tl.constexpr):
 
 
 @triton.jit
-def instrs_promoted(acc, tmp, cnt, a_rows, b_cols, lo, hi, sak, sbk, IK: tl.constexpr, PROMO: tl.constexpr):
+def instrs_promoted(
+    acc, tmp, cnt, a_rows, b_cols, lo, hi, sak, sbk, IK: tl.constexpr, HWK: tl.constexpr, PROMO: tl.constexpr
+):
     """As ``instrs`` into the temporary; every PROMO-th instruction promotes it."""
     for k0 in range(lo, hi, IK):
-        kk = k0 + tl.arange(0, IK)
-        km = kk < hi
+        ix = tl.arange(0, HWK)
+        kk = k0 + ix
+        km = (ix < IK) & (kk < hi)
         a = tl.load(a_rows + kk[None, :] * sak, mask=km[None, :], other=0.0)
         b = tl.load(b_cols + kk[:, None] * sbk, mask=km[:, None], other=0.0)
         tmp = tl.dot(a, b, tmp)
@@ -60,6 +89,7 @@ def chain_fast(
     sbk,
     STEP: tl.constexpr,
     IK: tl.constexpr,
+    HWK: tl.constexpr,
     BLOCK_K: tl.constexpr,
     RES_FIRST: tl.constexpr,
     NUM_STAGES: tl.constexpr,
@@ -67,7 +97,7 @@ def chain_fast(
     n = e - s
     r = n % STEP
     if RES_FIRST:
-        acc = instrs(acc, a_rows, b_cols, s, s + r, sak, sbk, IK)
+        acc = instrs(acc, a_rows, b_cols, s, s + r, sak, sbk, IK, HWK)
         lo = s + r
         hi = e
     else:
@@ -75,13 +105,11 @@ def chain_fast(
         hi = e - r
     nb = (hi - lo) // BLOCK_K
     for i in tl.range(0, nb, num_stages=NUM_STAGES):
-        kk = lo + i * BLOCK_K + tl.arange(0, BLOCK_K)
-        a = tl.load(a_rows + kk[None, :] * sak)
-        b = tl.load(b_cols + kk[:, None] * sbk)
+        a, b = load_turn(a_rows, b_cols, lo + i * BLOCK_K, sak, sbk, BLOCK_K, IK, HWK)
         acc = tl.dot(a, b, acc)
-    acc = instrs(acc, a_rows, b_cols, lo + nb * BLOCK_K, hi, sak, sbk, IK)
+    acc = instrs(acc, a_rows, b_cols, lo + nb * BLOCK_K, hi, sak, sbk, IK, HWK)
     if not RES_FIRST:
-        acc = instrs(acc, a_rows, b_cols, hi, e, sak, sbk, IK)
+        acc = instrs(acc, a_rows, b_cols, hi, e, sak, sbk, IK, HWK)
     return acc
 
 
@@ -100,6 +128,7 @@ def chain_fast_tma(
     sbk,
     STEP: tl.constexpr,
     IK: tl.constexpr,
+    HWK: tl.constexpr,
     BLOCK_K: tl.constexpr,
     RES_FIRST: tl.constexpr,
     B_TRANS: tl.constexpr,
@@ -110,7 +139,7 @@ def chain_fast_tma(
     n = e - s
     r = n % STEP
     if RES_FIRST:
-        acc = instrs(acc, a_rows, b_cols, s, s + r, sak, sbk, IK)
+        acc = instrs(acc, a_rows, b_cols, s, s + r, sak, sbk, IK, HWK)
         lo = s + r
         hi = e
     else:
@@ -125,9 +154,9 @@ def chain_fast_tma(
         else:
             b = b_desc.load([k0, off_n])
         acc = tl.dot(a, b, acc)
-    acc = instrs(acc, a_rows, b_cols, lo + nb * BLOCK_K, hi, sak, sbk, IK)
+    acc = instrs(acc, a_rows, b_cols, lo + nb * BLOCK_K, hi, sak, sbk, IK, HWK)
     if not RES_FIRST:
-        acc = instrs(acc, a_rows, b_cols, hi, e, sak, sbk, IK)
+        acc = instrs(acc, a_rows, b_cols, hi, e, sak, sbk, IK, HWK)
     return acc
 
 
@@ -142,6 +171,7 @@ def chain_promoted(
     sbk,
     STEP: tl.constexpr,
     IK: tl.constexpr,
+    HWK: tl.constexpr,
     PROMO: tl.constexpr,
     GROUPS: tl.constexpr,
     RES_FIRST: tl.constexpr,
@@ -154,7 +184,7 @@ def chain_promoted(
     n = e - s
     r = n % STEP
     if RES_FIRST:
-        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, s, s + r, sak, sbk, IK, PROMO)
+        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, s, s + r, sak, sbk, IK, HWK, PROMO)
         lo = s + r
         hi = e
     else:
@@ -165,24 +195,24 @@ def chain_promoted(
         # finish the promotion group the residue left open, one instruction at a time
         head = ((PROMO - cnt) % PROMO) * IK
         head = tl.minimum(head, hi - lo)
-        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, lo, lo + head, sak, sbk, IK, PROMO)
+        acc, tmp, cnt = instrs_promoted(
+            acc, tmp, cnt, a_rows, b_cols, lo, lo + head, sak, sbk, IK, HWK, PROMO
+        )
         lo2 = lo + head
         turn = GROUPS * G
         nb = (hi - lo2) // turn
         for i in tl.range(0, nb, num_stages=NUM_STAGES):
             base = lo2 + i * turn
             for g in tl.static_range(GROUPS):
-                kk = base + g * G + tl.arange(0, G)
-                a = tl.load(a_rows + kk[None, :] * sak)
-                b = tl.load(b_cols + kk[:, None] * sbk)
+                a, b = load_turn(a_rows, b_cols, base + g * G, sak, sbk, G, IK, HWK)
                 acc = acc + tl.dot(a, b)
         acc, tmp, cnt = instrs_promoted(
-            acc, tmp, cnt, a_rows, b_cols, lo2 + nb * turn, hi, sak, sbk, IK, PROMO
+            acc, tmp, cnt, a_rows, b_cols, lo2 + nb * turn, hi, sak, sbk, IK, HWK, PROMO
         )
     else:
-        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, lo, hi, sak, sbk, IK, PROMO)
+        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, lo, hi, sak, sbk, IK, HWK, PROMO)
     if not RES_FIRST:
-        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, hi, e, sak, sbk, IK, PROMO)
+        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, hi, e, sak, sbk, IK, HWK, PROMO)
     if cnt > 0:
         acc = acc + tmp
     return acc
@@ -199,6 +229,7 @@ def chain(
     sbk,
     STEP: tl.constexpr,
     IK: tl.constexpr,
+    HWK: tl.constexpr,
     BLOCK_K: tl.constexpr,
     PROMO: tl.constexpr,
     GROUPS: tl.constexpr,
@@ -206,10 +237,10 @@ def chain(
     NUM_STAGES: tl.constexpr,
 ):
     if PROMO == 0:
-        acc = chain_fast(acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, BLOCK_K, RES_FIRST, NUM_STAGES)
+        acc = chain_fast(acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, HWK, BLOCK_K, RES_FIRST, NUM_STAGES)
     else:
         acc = chain_promoted(
-            acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, PROMO, GROUPS, RES_FIRST, NUM_STAGES
+            acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, HWK, PROMO, GROUPS, RES_FIRST, NUM_STAGES
         )
     return acc
 
@@ -227,6 +258,7 @@ def part_value(
     BLOCK_N: tl.constexpr,
     STEP: tl.constexpr,
     IK: tl.constexpr,
+    HWK: tl.constexpr,
     BLOCK_K: tl.constexpr,
     PROMO: tl.constexpr,
     GROUPS: tl.constexpr,
@@ -250,6 +282,7 @@ def part_value(
             sbk,
             STEP,
             IK,
+            HWK,
             BLOCK_K,
             PROMO,
             GROUPS,

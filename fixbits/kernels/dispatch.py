@@ -60,10 +60,6 @@ def choose_kernel(desc: GEMMDesc, m: int | None = None, n: int | None = None) ->
         )
     if desc.instruction == "mma" and desc.in_dtype.startswith("fp8"):
         raise UnsupportedDesc("instruction=mma with fp8 inputs: Triton lowers fp8 dots to wgmma on sm_90")
-    if desc.instruction == "mma" and desc.instruction_k != 16:
-        raise UnsupportedDesc(
-            f"instruction=mma instruction_k={desc.instruction_k}: Triton on sm_90 issues k16 instructions only"
-        )
     family = desc.family
     if family in ("single_pass", "per_mma", "splitk", "splitk_per_mma"):
         if any(c.layout != "contiguous" for c in desc.k_cuts):

@@ -52,16 +52,22 @@ def resolve_desc(m: int, n: int, k: int, in_dtype: str, out_dtype: str, device: 
         raise MatmulUnavailable(
             f"cuBLASLt heuristic failed for {m}x{n}x{k} {in_dtype}->{out_dtype}: {exc}"
         ) from exc
-    version = _lt_version(lt)
-    try:
-        if hasattr(profiles, "load_profile"):
-            profile = profiles.load_profile(arch, version, in_dtype, out_dtype)
-        else:
-            profile = profiles.find(arch, str(version), in_dtype, out_dtype)
-    except Exception as exc:
+    versions = _lt_versions(lt)
+    profile = None
+    errors = []
+    for version in versions:
+        try:
+            if hasattr(profiles, "load_profile"):
+                profile = profiles.load_profile(arch, version, in_dtype, out_dtype)
+            else:
+                profile = profiles.find(arch, str(version), in_dtype, out_dtype)
+            break
+        except Exception as exc:
+            errors.append(str(exc))
+    if profile is None:
         raise MatmulUnavailable(
-            f"no arch profile for {arch}, cuBLASLt {version}, {in_dtype}->{out_dtype}: {exc}"
-        ) from exc
+            f"no arch profile for {arch}, cuBLASLt {versions}, {in_dtype}->{out_dtype}: {errors[-1] if errors else ''}"
+        )
     try:
         return profile.lookup(answer)
     except Exception as exc:  # NotInProfile and friends
@@ -80,13 +86,15 @@ def _lt_instance(cls: Any) -> Any:
     return _LT["lt"]
 
 
-def _lt_version(lt: Any) -> Any:
-    """The version string profiles are filed under (CublasLt.version_str, e.g. '13.1.0')."""
-    for name in ("version_str", "library_version", "version"):
+def _lt_versions(lt: Any) -> list[str]:
+    """The spellings a profile may be filed under: '130100' (CublasLt.version) and '13.1.0'."""
+    out: list[str] = []
+    for name in ("version", "version_str", "library_version"):
         v = getattr(lt, name, None)
-        if v is not None:
-            return v() if callable(v) else v
-    return None
+        v = v() if callable(v) else v
+        if v is not None and str(v) not in out:
+            out.append(str(v))
+    return out
 
 
 def eager_epilogue(c: torch.Tensor, desc: GEMMDesc, bias: Any, residual: Any, gate: Any) -> torch.Tensor:

@@ -40,7 +40,7 @@ def _single_pass_kernel(
     stride_rm, stride_rn, stride_gm, stride_gn,
     M, N, K, sam, sak, sbk, sbn, som, son,
     ep_scale0, ep_scale1, ep_scale2, ep_scale3,
-    STEP: tl.constexpr, IK: tl.constexpr, PROMO: tl.constexpr, GROUPS: tl.constexpr,
+    STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, PROMO: tl.constexpr, GROUPS: tl.constexpr,
     RES_FIRST: tl.constexpr,
     EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
     OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
@@ -59,10 +59,10 @@ def _single_pass_kernel(
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if USE_TMA:
         acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
-                             STEP, IK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
+                             STEP, IK, HWK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
     else:
         acc = chain(
-            acc, a_rows, b_cols, 0, K, sak, sbk, STEP, IK, BLOCK_K, PROMO, GROUPS, RES_FIRST, NUM_STAGES
+            acc, a_rows, b_cols, 0, K, sak, sbk, STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, NUM_STAGES
         )
     epilogue_store(
         acc, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
@@ -77,7 +77,7 @@ def _single_pass_persistent_kernel(
     stride_rm, stride_rn, stride_gm, stride_gn,
     M, N, K, sam, sak, sbk, sbn, som, son,
     ep_scale0, ep_scale1, ep_scale2, ep_scale3,
-    STEP: tl.constexpr, IK: tl.constexpr, RES_FIRST: tl.constexpr,
+    STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, RES_FIRST: tl.constexpr,
     EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
     OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
@@ -95,7 +95,7 @@ def _single_pass_persistent_kernel(
         b_cols = b_ptr + (rn % N)[None, :] * sbn
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
-                             STEP, IK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
+                             STEP, IK, HWK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
         epilogue_store(
             acc, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
             stride_rm, stride_rn, stride_gm, stride_gn,
@@ -113,6 +113,11 @@ def num_sms(device: Any) -> int:
     if idx not in _SMS:
         _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
     return _SMS[idx]
+
+
+def hw_k(desc: GEMMDesc) -> int:
+    """The instruction width tl.dot issues on sm_90 for these inputs (wgmma / mma.sync k16, fp8 k32)."""
+    return 32 if desc.in_dtype.startswith("fp8") else 16
 
 
 def promo_of(desc: GEMMDesc) -> int:
@@ -150,7 +155,7 @@ def launch_tile_kernel(
             a, b, out, *ep.kernel_args(out), a_desc, b_desc,
             m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
             *ep.plan.scales,
-            STEP=desc.k_loop_step, IK=desc.instruction_k, RES_FIRST=desc.residue == "first",
+            STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), RES_FIRST=desc.residue == "first",
             EP0=ep.plan.codes[0], EP1=ep.plan.codes[1], EP2=ep.plan.codes[2], EP3=ep.plan.codes[3],
             OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
             BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
@@ -161,7 +166,7 @@ def launch_tile_kernel(
         a, b, out, *ep.kernel_args(out), a_desc, b_desc,
         m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
         *ep.plan.scales,
-        STEP=desc.k_loop_step, IK=desc.instruction_k, PROMO=promo_of(desc), GROUPS=groups_for(desc, cfg),
+        STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), PROMO=promo_of(desc), GROUPS=groups_for(desc, cfg),
         RES_FIRST=desc.residue == "first",
         EP0=ep.plan.codes[0], EP1=ep.plan.codes[1], EP2=ep.plan.codes[2], EP3=ep.plan.codes[3],
         OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
@@ -176,7 +181,7 @@ def tma_descriptors(
 ) -> tuple[Any, Any, bool]:
     """Host tensor descriptors when the config asks for TMA and the operands allow it, else
     (None, None, False): the pointer path computes the same dots, so this is a speed choice."""
-    if not cfg.USE_TMA or promo_of(desc) or not a.is_cuda:
+    if not cfg.USE_TMA or promo_of(desc) or not a.is_cuda or desc.instruction_k != hw_k(desc):
         return None, None, False
     from triton.tools.tensor_descriptor import TensorDescriptor
 

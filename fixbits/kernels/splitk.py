@@ -30,7 +30,7 @@ from fixbits.kernels._host import (
 from fixbits.kernels._tensorcore import part_value, tile_coords
 from fixbits.kernels.epilogue import OUT_CODES, epilogue_store, round_to
 from fixbits.kernels.plan import TensorCorePlan, UnsupportedDesc, tensor_core_plan
-from fixbits.kernels.single_pass import groups_for, promo_of
+from fixbits.kernels.single_pass import groups_for, hw_k, promo_of
 
 if TYPE_CHECKING:
     import torch
@@ -44,7 +44,7 @@ MERGE_BLOCK_N = 128
 def _splitk_part_kernel(
     a_ptr, b_ptr, ws_ptr, runs_ptr, offs_ptr,
     M, N, sam, sak, sbk, sbn, swp, swm, swn,
-    STEP: tl.constexpr, IK: tl.constexpr, PROMO: tl.constexpr, GROUPS: tl.constexpr,
+    STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, PROMO: tl.constexpr, GROUPS: tl.constexpr,
     RES_FIRST: tl.constexpr, HAS_INNER: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     NUM_STAGES: tl.constexpr,
@@ -58,7 +58,7 @@ def _splitk_part_kernel(
     b_cols = b_ptr + (rn % N)[None, :] * sbn
     r_lo = tl.load(offs_ptr + part)
     r_hi = tl.load(offs_ptr + part + 1)
-    val = part_value(a_rows, b_cols, runs_ptr, r_lo, r_hi, sak, sbk, BLOCK_M, BLOCK_N, STEP, IK, BLOCK_K,
+    val = part_value(a_rows, b_cols, runs_ptr, r_lo, r_hi, sak, sbk, BLOCK_M, BLOCK_N, STEP, IK, HWK, BLOCK_K,
                      PROMO, GROUPS, RES_FIRST, HAS_INNER, NUM_STAGES)  # fmt: skip
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     ptrs = ws_ptr + part * swp + rm[:, None] * swm + rn[None, :] * swn
@@ -127,7 +127,7 @@ def launch_parts(
     return _splitk_part_kernel[grid](
         a, b, ws, runs_t, offs_t,
         m, n, a.stride(0), a.stride(1), b.stride(0), b.stride(1), ws.stride(0), ws.stride(1), ws.stride(2),
-        STEP=desc.k_loop_step, IK=desc.instruction_k, PROMO=promo_of(desc), GROUPS=groups_for(desc, cfg),
+        STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), PROMO=promo_of(desc), GROUPS=groups_for(desc, cfg),
         RES_FIRST=desc.residue == "first", HAS_INNER=plan.has_inner,
         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
         NUM_STAGES=cfg.num_stages, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
