@@ -180,10 +180,16 @@ def family_descs():
          tc("bf16", "bf16", k_cuts=(KCut("contiguous", span=1000), KCut("contiguous", span=256)))),
         ("splitk_per_mma fp8 P4 2 parts->bf16",
          tc("fp8_e4m3", "bf16", use_fast_accum=False, promotion_interval=4, k_cuts=(KCut("contiguous", count=2),))),
+        ("mma k8 fp16 step 32 res-first->fp32", GEMMDesc(arch="sm_90", instruction="mma", instruction_k=8,
+         in_dtype="fp16", out_dtype="fp32", k_loop_step=32, residue="first")),
+        ("mma k8 bf16 2 parts granule 8->bf16", GEMMDesc(arch="sm_90", instruction="mma", instruction_k=8,
+         in_dtype="bf16", out_dtype="bf16", k_loop_step=32, residue="first",
+         k_cuts=(KCut("contiguous", count=2, granule=8),))),
         ("scalar_chain fp16->fp32", fma("fp16", "fp32", ())),
         ("gemv_contiguous fp16 4 parts->fp16", fma("fp16", "fp16", (KCut("contiguous", count=4),))),
         ("chained_chunks bf16 8x span 16->fp32", fma("bf16", "fp32", (KCut("contiguous", count=8), KCut("contiguous", span=16)))),
         ("gemv_lane_tree fp16 32 lanes down->fp32", fma("fp16", "fp32", (KCut("strided", count=32, span=8, merge="butterfly_down"),))),
+        ("gemvx bf16 32 lanes span 2 down->fp32", fma("bf16", "fp32", (KCut("strided", count=32, span=2, merge="butterfly_down"),))),
         ("gemv_lane_tree fp16 2 parts x 8 lanes up->fp16",
          fma("fp16", "fp16", (KCut("contiguous", count=2), KCut("strided", count=8, span=4, merge="butterfly_up")))),
     ]  # fmt: skip
@@ -501,27 +507,28 @@ def section_r(out_dir: Path) -> None:
         try:
             import torch
 
+            from fixbits.kernels.matmul import resolve_desc
+
+            try:  # host-only: heuristic + profile lookup, before any operand is made
+                desc = resolve_desc(m, n, k, "fp16", "fp32", torch.device(DEVICE))
+            except MatmulUnavailable as exc:
+                n_unavail += 1
+                unavailable_reason = str(exc)[:300]
+                continue
             g = torch.Generator(device=DEVICE).manual_seed(seed)  # GPU draws: these operands are large
             a = torch.randn((m, k), device=DEVICE, generator=g)
             a = (a * torch.exp2(torch.randint(-8, 9, (m, k), device=DEVICE, generator=g).float())).half()
             b = torch.randn((k, n), device=DEVICE, generator=g)
             b = (b * torch.exp2(torch.randint(-8, 9, (k, n), device=DEVICE, generator=g).float())).half()
-            try:
-                ours = matmul(a, b, out_dtype="fp32")
-            except MatmulUnavailable as exc:
-                n_unavail += 1
-                unavailable_reason = str(exc)[:300]
-                if n_unavail > 3 and n_ok == 0 and n_fail == 0:
-                    record("r", "realistic shapes via profile", "SKIP", why=unavailable_reason)
-                    break
-                continue
+            ours = matmul(a, b, desc=desc)
             ref = cublas(a, b, "fp32")
             d = diff_info(ours, ref)
             if d["ndiff"] == 0:
                 n_ok += 1
             else:
                 n_fail += 1
-                record("r", f"realistic {m}x{n}x{k} {layer} seed={seed}", "FAIL", **d)
+                record("r", f"realistic {m}x{n}x{k} {layer} desc={desc.short_hash} seed={seed}", "FAIL",
+                       family=desc.family, **d)  # fmt: skip
         except Exception:
             record("r", f"realistic {m}x{n}x{k}", "ERROR", trace=traceback.format_exc())
     record("r", f"realistic shapes ({source}) via profile", "INFO", match=n_ok, mismatch=n_fail,
