@@ -223,6 +223,23 @@ def part_smoke(lt: Any, seed: int) -> dict[str, Any]:
                             a, b.t().contiguous().t(), scale_a=one, scale_b=one, out_dtype=torch.float32
                         )
                         row["vs_scaled_mm_equal"], row["vs_scaled_mm_diff"] = _bits_equal(own, ref)
+                        if not row["vs_scaled_mm_equal"]:  # which kernels each side ran
+                            from fixbits.cublas.profile import profile_call
+
+                            bt = b.t().contiguous().t()
+                            row["kernels_own"] = list(
+                                profile_call(lambda a=a, b=b: lt.matmul(a, b, "fp32")).kernel_names
+                            )
+                            row["kernels_scaled_mm"] = list(
+                                profile_call(
+                                    lambda a=a, bt=bt, one=one: torch._scaled_mm(
+                                        a, bt, scale_a=one, scale_b=one, out_dtype=torch.float32
+                                    )
+                                ).kernel_names
+                            )
+                            for fa in (False, True):
+                                alt = lt.matmul(a, b, "fp32", fast_accum=fa)
+                                row[f"fast_accum_{fa}_vs_scaled_mm_equal"] = _bits_equal(alt, ref)[0]
                         row["max_abs_vs_fp32_ref"] = float((own - a.float() @ b.float()).abs().max().item())
                     else:
                         ref = torch.mm(a, b, out_dtype=torch.float32)
