@@ -79,11 +79,11 @@ def case_tensor_core_indexing() -> None:
             promotion_interval=1,
         ),  # fmt: skip
     ]
-    for d in descs:
-        for m, n, k in ((5, 7, 333), (33, 20, 64), (1, 1, 17)):
+    for i, d in enumerate(descs):
+        for m, n, k in ((5, 7, 333), (33, 20, 64), (1, 1, 17)) if i == 0 else ((5, 7, 333), (1, 1, 17)):
             a, b = _ints((m, k), d.in_dtype, m + k), _ints((k, n), d.in_dtype, n + k + 1)
             want = emulate(d, a, b)
-            for cfg in cfgs:
+            for cfg in cfgs if i == 0 else cfgs[1:]:
                 got = _n(matmul(_t(a, d.in_dtype), _t(b, d.in_dtype), desc=d, config=cfg), d.out_dtype)
                 _eq(got, want, f"{d.family} {d.short_hash} {m}x{n}x{k} {cfg.label()}")
 
