@@ -148,11 +148,11 @@ def measure_shape(i: int, row: dict, bench) -> None:
     kw: dict = {}
     if desc.instruction != "fma":
         key = (choice.family, desc.in_dtype, desc.out_dtype)
-        _, times = tune(key, m, lambda c: bench(lambda: fn(a, b, desc, config=c)))
+        _, times = tune(key, m, lambda c: bench(lambda: fn(a, b, desc, config=c)), n)
         if times:
             print(f"[tune] class {size_class(m).name} {choice.family}: "
                   + ", ".join(f"{lab}={t:.4f}ms" for lab, t in times.items()), flush=True)  # fmt: skip
-        kw["config"] = best_config(key, m)
+        kw["config"] = best_config(key, m, n)
         row["config"] = kw["config"].label()
     row["t_ours_ms"] = bench(lambda: fn(a, b, desc, **kw))
     row["t_cublas_ms"] = bench(lambda: torch.mm(a, b))

@@ -182,5 +182,5 @@ def matmul(
     fn = choice.load()
     kw: dict[str, Any] = {"bias": bias, "residual": residual, "gate": gate}
     if desc.instruction != "fma":
-        kw["config"] = config or best_config((choice.family, desc.in_dtype, desc.out_dtype), m)
+        kw["config"] = config or best_config((choice.family, desc.in_dtype, desc.out_dtype), m, n)
     return fn(a, b, desc, **kw)
