@@ -99,7 +99,8 @@ def _bits_to_float(bits: np.ndarray, name: str) -> np.ndarray:
         import ml_dtypes
 
         dtype = np.dtype(getattr(ml_dtypes, name))
-    decoded: np.ndarray = bits.view(dtype).astype(np.float64)
+    with np.errstate(invalid="ignore"):  # NaN bit patterns are data here, not an error
+        decoded: np.ndarray = bits.view(dtype).astype(np.float64)
     return decoded
 
 
