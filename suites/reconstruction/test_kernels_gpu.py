@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import zlib
 from typing import Any
 
@@ -70,14 +71,20 @@ def _realistic() -> list[Any]:
     return [pytest.param(s, id=f"{s.layer}-{s.m}x{s.n}x{s.k}") for s in realistic_shapes()]
 
 
+@functools.lru_cache(maxsize=1)
+def _lt() -> Any:
+    from fixbits.cublas.lt import CublasLt
+
+    return CublasLt()
+
+
 def _tail_loss(m: int, n: int, k: int) -> int:
     """Terms cuBLAS is predicted to drop for this shape (0 when the defect does not apply)."""
     try:
         from fixbits.bugs.splitk_tail import expected_loss
-        from fixbits.cublas.lt import CublasLt
     except ImportError:
         return 0
-    answer = CublasLt().heuristic(m, n, k, "fp16", "fp32")
+    answer = _lt().heuristic(m, n, k, "fp16", "fp32")
     return expected_loss(answer, k, 64)
 
 
