@@ -59,6 +59,19 @@ def _seed(*parts: Any) -> int:
 
 
 def _draw(shape: tuple[int, int], dtype: str, kind: str, seed: int) -> Any:
+    """fixbits.inputs.draw (reproducible anywhere); operands over 4M elements are drawn on the GPU
+    (same kinds: normal, or normal times 2^U{-8..8}), because a CPU draw of a 16384x8192 operand
+    ten times per shape would dominate the suite."""
+    import torch
+
+    from fixbits.kernels._host import torch_dtype
+
+    if shape[0] * shape[1] > (1 << 22) and kind in ("ordinary", "wide"):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        x = torch.randn(shape, device="cuda", generator=g)
+        if kind == "wide":
+            x = x * torch.exp2(torch.randint(-8, 9, shape, device="cuda", generator=g).float())
+        return x.to(torch_dtype(dtype))
     from fixbits.inputs import draw
     from fixbits.kernels.backend import to_torch
 
