@@ -159,7 +159,7 @@ def test_axis_none_keep_dims_shape_matches_tl_sum(interp) -> None:
     assert y.item() == float(x.sum())
 
 
-@pytest.mark.parametrize("name", ["row_sum", "row_sum_unaligned", "col_sum", "mid_axis_sum", "layernorm_bwd"])
+@pytest.mark.parametrize("name", ["row_sum", "col_sum", "mid_axis_sum", "layernorm_bwd"])
 def test_pinned_variants_return_the_pinned_bytes(interp, name: str) -> None:
     """Kernels written for the tree (low index bits in registers) give the rewrite's bytes."""
     from fixbits.corpus.check import check_pair
@@ -167,7 +167,7 @@ def test_pinned_variants_return_the_pinned_bytes(interp, name: str) -> None:
 
     e = entry(name)
     r = check_pair(e, e.dtypes[0], "wide", 9, "cpu", cpu_shape=True, configs=e.configs()[:1], with_free=False,
-                   with_variants=True)
+                   with_variants=True, variant_limit=3)
     assert any(":" in x.config for x in r.runs), f"{name}: no variant ran"
     assert not r.errors, f"{name} seed=9: {r.errors}"
     assert r.pinned_invariant and r.model_equal, f"{name} seed=9: classes {r.classes('pinned')}"

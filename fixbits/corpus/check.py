@@ -112,7 +112,7 @@ def run_config(mod: Any, dev_inputs: dict[str, Any], shape: dict[str, int], cfg:
 
 def check_pair(entry: CorpusEntry, dtype: str, kind: str, seed: int, device: str, *, cpu_shape: bool = False,
                configs: tuple[Config, ...] | None = None, with_free: bool = True,
-               with_variants: bool = False, log: Any = None) -> PairCheck:
+               with_variants: bool = False, variant_limit: int | None = None, log: Any = None) -> PairCheck:
     """Run every config pinned (and free), compare pinned bytes across configs and to the model.
 
     Pinned variants of the entry (kernels written for the tree) run over their own spaces when
@@ -151,7 +151,7 @@ def check_pair(entry: CorpusEntry, dtype: str, kind: str, seed: int, device: str
                 log(f"  {entry.name}/{dtype}/{kind} {cfg.label()}: ERROR {runs[-1].error[:600]}")
     # Pinned variants (the kernel written for the tree): pinned bytes only, same class required.
     for vname, _ in entry.variants if configs is None or with_variants else ():
-        for cfg in entry.variant_configs(vname):
+        for cfg in entry.variant_configs(vname)[:variant_limit]:
             label = f"{vname}:{cfg.label()}"
             try:
                 p = run_config(mod, dev_inputs, shape, cfg, vname)
