@@ -261,10 +261,20 @@ def _flip_bit(p: Poly, sym: str) -> Poly | None:
 
 def _writer_excluded(pred: Node, mapping: dict[str, Poly]) -> bool:
     """True when the store predicate is provably false for the writer the address picks."""
+    return _truth(pred, mapping) is False
+
+
+def _truth(pred: Node, mapping: dict[str, Poly]) -> bool | None:
     if pred.kind == "true":
-        return False
+        return True
+    if pred.kind == "not":
+        t = _truth(pred.kids[0], mapping)
+        return None if t is None else not t
     if pred.kind == "and":
-        return any(_writer_excluded(k, mapping) for k in pred.kids)
+        ts = [_truth(k, mapping) for k in pred.kids]
+        if any(t is False for t in ts):
+            return False
+        return True if all(t is True for t in ts) else None
     if (
         pred.kind == "cmp"
         and len(pred.kids) == 2
@@ -278,9 +288,9 @@ def _writer_excluded(pred: Node, mapping: dict[str, Poly]) -> bool:
         for sym in sorted(mapping):
             diff = diff.substitute("w:" + sym, mapping[sym])
         if not diff.is_const():
-            return False
+            return None
         v = diff.const_value()
-        op = pred.attrs[0]
-        truth = {"lt": v < 0, "le": v <= 0, "gt": v > 0, "ge": v >= 0, "eq": v == 0, "ne": v != 0}.get(op)
-        return truth is False
-    return False
+        return {"lt": v < 0, "le": v <= 0, "gt": v > 0, "ge": v >= 0, "eq": v == 0, "ne": v != 0}.get(
+            pred.attrs[0]
+        )
+    return None

@@ -63,11 +63,28 @@ def mk_not(p: Node) -> Node:
     return Node("not", (), (p,))
 
 
+def icmp(op: str, sign: str, diff: Poly) -> Node:
+    """Integer comparison ``diff OP 0`` in one canonical form: ``diff' <= 0``, ``== 0`` or their
+    negation (integers: d < 0 iff d + 1 <= 0), so that K > 0 and K - 1 < 0 meet."""
+    if op in ("eq", "ne"):
+        n = Node("cmp", ("eq", sign), (int_node(diff), int_node(Poly.const(0))))
+        return n if op == "eq" else mk_not(n)
+    table = {"lt": (1, False), "le": (0, False), "gt": (0, True), "ge": (1, True),
+             "lo": (1, False), "ls": (0, False), "hi": (0, True), "hs": (1, True)}  # fmt: skip
+    if op not in table:
+        return Node("cmp", (op, sign), (int_node(diff), int_node(Poly.const(0))))
+    shift, negate = table[op]
+    n = Node("cmp", ("le", sign), (int_node(diff + Poly.const(shift)), int_node(Poly.const(0))))
+    return mk_not(n) if negate else n
+
+
 def mk_select(p: Node, a: Node, b: Node) -> Node:
     if a.digest == b.digest:
         return a
     if p.kind == "true":
         return a
+    if p.kind == "not":
+        return mk_select(p.kids[0], b, a)
     # an MMA K-loop that ran zero times returns its seed: the guard adds nothing
     if pred_is_coordinate(p) and not p.variant:
         for x, y in ((a, b), (b, a)):
@@ -89,6 +106,9 @@ class Walk:
         self.effects: list[Node] = []
         self.smem: list[SmemEntry] = []
         self.epoch = 0
+        # bumps whenever shared memory may have changed for this thread's view (a store, a copy,
+        # a barrier, a wait for async copies); counted from the start of the current loop body
+        self.smem_version = 0
         self.depth = 0
         self.nondeterministic = False
         self.labels: dict[str, int] = {}
@@ -249,6 +269,7 @@ class Walk:
 
         def body(env: dict[str, Node]) -> tuple[dict[str, Node], Node | None]:
             self.env = env
+            self.smem_version = 0
             self.roots, self.effects, self.smem = [], [], list(saved[2])
             self.depth += 1
             try:
@@ -285,6 +306,7 @@ class Walk:
         end2, cond = body(env2)
         body_roots, body_effects, body_smem = self.roots, self.effects, self.smem
         self.roots, self.effects, self.smem, self.epoch, self.pc = saved
+        self.smem_version += 1
         if cond is None:
             raise Unsupported("loop without an exit condition")
         summ = LoopSummary(self.depth + 1, pre_env, end2, cond, set(written) - set(ivs))
@@ -327,6 +349,7 @@ class Walk:
 
     # ---- shared memory -----------------------------------------------------------------
     def smem_store(self, kind: str, addr: Node, value: Node, pred: Node | None, nbytes: int) -> None:
+        self.smem_version += 1
         self.smem.append(SmemEntry(kind, addr, value, pred, nbytes, self.epoch))
 
     def smem_uniform(self, nbytes: int, any_lane_halves: bool = False) -> Node | None:
@@ -372,6 +395,7 @@ class Walk:
         return Node("xwarp", (nbytes,), (addr, self.smem_history()))
 
     def barrier(self) -> None:
+        self.smem_version += 1
         self.epoch += 1
 
 
@@ -478,12 +502,14 @@ class LoopSummary:
         return self._full_cache
 
     def single_accumulator(self) -> bool:
-        """True when every MMA chain of the loop is one instruction stream (one accumulator set).
+        """True when every MMA chain of the loop walks the same K sequence.
 
-        Two sets may be k-groups (tile t into accumulator t mod G), which regroup the K sum
-        with BLOCK_K; a shared-memory descriptor names a place, not the data it holds at that
-        moment, so sets cannot be told apart from an M or N split by their operands. They keep
-        the chunk in the key (an over-split for M/N splits, never a false "equal").
+        Accumulator sets that split the output share, at every step, one operand read from the
+        same place with shared memory unchanged in between (an M split shares B, an N split A):
+        they multiply the same K slice. Sets that share neither (k-groups: tile t into
+        accumulator t mod G) regroup the K sum with BLOCK_K and keep the chunk in the key.
+        A shared-memory operand is a place, not data, so it only counts as shared at one
+        shared-memory version (see Walk.smem_version).
         """
         if self._single is None:
             sets = set()
@@ -492,10 +518,18 @@ class LoopSummary:
                 if u is not None and u.kind == "mma" and _mma_chain(u, r) is not None:
                     cur, ops = u, []
                     while cur.kind == "mma":
-                        ops.append(b"".join(k.digest for k in cur.kids[1:]))
+                        ops.append((cur.kids[1].digest, cur.kids[2].digest))
                         cur = cur.kids[0]
                     sets.add(tuple(ops))
-            self._single = len(sets) <= 1
+            seqs = list(sets)
+            ok = True
+            for i, x in enumerate(seqs):
+                for y in seqs[i + 1 :]:
+                    if len(x) != len(y) or not all(
+                        a[0] == b[0] or a[1] == b[1] for a, b in zip(x, y, strict=True)
+                    ):
+                        ok = False
+            self._single = ok
         return self._single
 
     def full_key(self) -> Node:

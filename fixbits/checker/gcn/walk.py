@@ -15,7 +15,7 @@ import re
 from fixbits.checker.forms import Poly, exact_and, exact_bfe, exact_or, exact_shr, token
 from fixbits.checker.gcn.parse import GInst, GKernel, expand_reg
 from fixbits.checker.node import Node, Root, const_bits, int_node, opaque
-from fixbits.checker.walk import TRUE, Unsupported, Walk, mk_not, mk_select, pred_is_coordinate, to_poly
+from fixbits.checker.walk import TRUE, Unsupported, Walk, icmp, mk_not, mk_select, pred_is_coordinate, to_poly
 
 _FLOAT_KIND = {
     "add": "add", "mul": "mul", "max": "max", "min": "min", "fma": "fma", "sub": "sub",
@@ -352,7 +352,7 @@ class GCNWalk(Walk):
     # ---- pieces ------------------------------------------------------------------------------
     def _cmp(self, cmp: str, ty: str, x: Node, y: Node) -> Node:
         if ty[0] in "iub":
-            return Node("cmp", (cmp, ty[0]), (int_node(to_poly(x) - to_poly(y)), int_node(Poly.const(0))))
+            return icmp(cmp, ty[0], to_poly(x) - to_poly(y))
         return Node("cmp", (cmp, ty), (x, y))
 
     def v_cmp(self, ins: GInst) -> bool:

@@ -23,6 +23,7 @@ from fixbits.checker.walk import (
     TRUE,
     Unsupported,
     Walk,
+    icmp,
     mk_not,
     mk_select,
     pred_is_coordinate,
@@ -44,6 +45,8 @@ _HARMLESS = (
     "elect.sync", "fence.proxy", "tcgen05.fence", "tcgen05.wait", "tcgen05.commit", "discard",
     "applypriority", "cp.async.mbarrier", "tensormap.cp_fenceproxy", "pmevent", "bar.warp.sync",
 )  # fmt: skip
+_SMEM_WAITS = ("cp.async.wait", "cp.async.bulk.wait", "mbarrier.try_wait", "mbarrier.test_wait", "mbarrier.wait",
+               "fence.proxy", "cp.async.mbarrier")  # fmt: skip
 _FLOAT_OPS = {"add", "sub", "mul", "fma", "mad", "min", "max", "neg", "abs", "div", "rcp", "sqrt",
               "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "copysign", "testp", "cvt"}  # fmt: skip
 _SPECIAL_RE = re.compile(r"^%(tid|ntid|ctaid|nctaid|laneid|warpid|nwarpid|clusterid|nclusterid|cluster_ctaid|"
@@ -234,6 +237,8 @@ class PTXWalk(Walk):
         if op.startswith(_HARMLESS):
             if base in ("bar", "barrier") or op.startswith("bar.warp"):
                 self.barrier()
+            elif op.startswith(_SMEM_WAITS):
+                self.smem_version += 1  # async copies may have landed
             return
         handler = getattr(self, "op_" + base, None)
         if handler is not None:
@@ -428,9 +433,7 @@ class PTXWalk(Walk):
         if len(ins.args) > 3:  # setp.op.bool.type p, a, b, {!}c
             return False
         if _INT_TYPES.match(ty):
-            pa, pb = to_poly(a), to_poly(b)
-            diff = pa - pb
-            n = Node("cmp", (cmp, ty[0] if ty[0] != "b" else "u"), (int_node(diff), int_node(Poly.const(0))))
+            n = icmp(cmp, ty[0] if ty[0] != "b" else "u", to_poly(a) - to_poly(b))
         else:
             n = Node("cmp", (cmp, ty, ".ftz" if "ftz" in parts else ""), (a, b))
         dsts = [d.strip() for d in ins.args[0].split("|")]
@@ -679,7 +682,9 @@ class PTXWalk(Walk):
             if a_op.startswith("{")
             else self.val(a_op)
         )
-        b_node = self.val(rest[1])
+        if not a_op.startswith("{"):
+            a_node = Node("smemref", (self.smem_version,), (a_node,))  # a place, at this version
+        b_node = Node("smemref", (self.smem_version,), (self.val(rest[1]),))
         scale_d = self.val(rest[2]) if len(rest) > 2 else TRUE
         imms = tuple(x.strip() for x in rest[3:5])  # scale-a, scale-b (negation); transposes are layout
         sig = (
@@ -726,9 +731,9 @@ def _restrict_by_bound(a: Poly, p: Node) -> Poly:
     """Under a lane predicate ``F < K`` (F a sum of distinct thread bits, K a power of two) the
     bits of F worth K or more are 0 on every lane that runs: the address of a predicated
     shared load is only ever taken with them cleared."""
-    if p.kind != "cmp" or p.attrs[0] != "lt" or len(p.kids) != 2:
+    if p.kind != "cmp" or p.attrs[0] != "le" or len(p.kids) != 2:
         return a
-    diff = p.kids[0].poly
+    diff = p.kids[0].poly  # canonical form: F - K + 1 <= 0, i.e. F < K
     if (
         diff is None
         or p.kids[1].poly is None
@@ -737,10 +742,10 @@ def _restrict_by_bound(a: Poly, p: Node) -> Poly:
     ):
         return a
     bits, rest = diff.split_bits()
-    if bits is None or not rest.is_const() or rest.const_value() >= 0:
+    if bits is None or not rest.is_const() or rest.const_value() >= 1:
         return a
-    k = -rest.const_value()
-    if k & (k - 1):
+    k = 1 - rest.const_value()
+    if k <= 0 or k & (k - 1):
         return a
     for pos, sym in bits.items():
         if (1 << pos) >= k:
