@@ -115,6 +115,7 @@ def eager_epilogue(c: torch.Tensor, desc: GEMMDesc, bias: Any, residual: Any, ga
         elif op.kind == "residual":
             c = c + residual
         elif op.kind == "scale":
+            assert op.value is not None
             c = c * op.value
     return c
 

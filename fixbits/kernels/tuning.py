@@ -75,18 +75,25 @@ def size_class(m: int) -> SizeClass:
 _BEST: dict[tuple[Any, ...], KernelConfig] = {}
 
 
-def best_config(key: tuple[Any, ...], m: int) -> KernelConfig:
+def grid_bucket(m: int, n: int | None) -> int:
+    """0: a small output (under two waves of 64x64 tiles on 132 SMs) that wants thin tiles; 1: else."""
+    if n is None:
+        return 1
+    return int(-(-m // 64) * -(-n // 64) >= 264)
+
+
+def best_config(key: tuple[Any, ...], m: int, n: int | None = None) -> KernelConfig:
     """A tuned config for this class key if one was recorded, else the class default."""
     cls = size_class(m)
-    return _BEST.get((cls.name, *key), cls.default)
+    return _BEST.get((cls.name, grid_bucket(m, n), *key), cls.default)
 
 
 def tune(
-    key: tuple[Any, ...], m: int, run: Callable[[KernelConfig], float]
+    key: tuple[Any, ...], m: int, run: Callable[[KernelConfig], float], n: int | None = None
 ) -> tuple[KernelConfig, dict[str, float]]:
     """Time ``run(cfg)`` (ms) for each config of m's class once; remember and return the best."""
     cls = size_class(m)
-    full = (cls.name, *key)
+    full = (cls.name, grid_bucket(m, n), *key)
     if full in _BEST:
         return _BEST[full], {}
     times: dict[str, float] = {}

@@ -28,6 +28,7 @@ import time
 import traceback
 import zlib
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -263,7 +264,7 @@ def section_a(out_dir: Path, golden: list) -> None:
             a = as_torch(draw((m, k), desc.in_dtype, kind, seed), desc.in_dtype)
             b = as_torch(draw((k, n), desc.in_dtype, kind, seed + 1), desc.in_dtype)
             outs, times, fails = {}, {}, {}
-            space = sc_space if scalar else sub_tc
+            space: list[Any] = sc_space if scalar else sub_tc
             for knob in space:
                 label = json.dumps(knob) if scalar else knob.label()
                 try:
@@ -452,10 +453,14 @@ def section_e(out_dir: Path) -> None:
             if sec_left() < 5:
                 record("e", f"epilogue {ops}", "SKIP", why="budget")
                 return
-            eops = tuple(EpilogueOp(o) if isinstance(o, str) else EpilogueOp(o[0], o[1]) for o in ops)
+            eops = tuple(
+                EpilogueOp(o) if isinstance(o, str) else EpilogueOp(str(o[0]), float(o[1])) for o in ops
+            )
             d_ep = base.replace(epilogue=eops)
             want = eager_epilogue(plain, d_ep, bias, resid, gate)
-            variants = [(fma, None) for fma in ((True, False) if "gelu_tanh" in ops else (True,))]
+            variants: list[tuple[bool, Any]] = [
+                (f, None) for f in ((True, False) if "gelu_tanh" in ops else (True,))
+            ]
             if any(o in ("gelu", "gelu_tanh", "silu_gate") for o in ops):
                 # which libdevice flavour reproduces eager PyTorch (nvcc: -ftz=false, toolkit libdevice)
                 variants += [(True, ("ftz", True, None)), (True, ("toolkit", False, "toolkit")),
