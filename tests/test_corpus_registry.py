@@ -127,3 +127,20 @@ def test_explore_space_extends_the_official_one(tmp_path: Path) -> None:
     bad = dict(base, kernels={"k": dict(k, explore={"ROWS": [2]})})
     with pytest.raises(ValueError, match="kernels.k.explore.ROWS: not an axis of space"):
         load_corpus(_write(tmp_path, bad))
+
+
+@pytest.mark.parametrize("e", [e for e in load_corpus() if e.variants], ids=lambda e: e.name)
+def test_yaml_variants_exist_in_their_modules(e) -> None:
+    mod = importlib.import_module(e.module)
+    for name, _ in e.variants:
+        assert name in getattr(mod, "VARIANTS", ()), f"{e.name}: variant {name} not in {e.module}.VARIANTS"
+        assert e.variant_configs(name), f"{e.name}: variant {name} has no configs"
+
+
+@pytest.mark.parametrize(("rows", "cols", "itemsize", "warps"), [(256, 32, 4, 4), (256, 16, 2, 8), (32, 64, 4, 8),
+                                                                   (128, 8, 1, 2)])
+def test_rows_split_covers_the_tile(rows: int, cols: int, itemsize: int, warps: int) -> None:
+    from fixbits.corpus.common import rows_split
+
+    hi, lo = rows_split(rows, cols, itemsize, warps)
+    assert hi * lo == rows and hi >= 1 and lo >= 1 and hi & (hi - 1) == 0
