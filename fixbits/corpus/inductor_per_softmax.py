@@ -35,7 +35,7 @@ def triton_per_fused__softmax_2(in_ptr0, out_ptr2, xnumel, r0_numel, XBLOCK: tl.
 
 KERNELS = (triton_per_fused__softmax_2,)
 CPU_REPLAY: tuple[str, ...] = ()
-NO_MODEL_REASON = "its only float sum is over hardware exp/rsqrt values the CPU does not reproduce"
+NO_MODEL_REASON = "its float sum is over hardware exp values the CPU does not reproduce (checked for invariance and golden bytes)"
 
 
 def make_inputs(shape: dict[str, int], dtype: str, kind: str, seed: int) -> dict[str, np.ndarray]:
