@@ -211,7 +211,9 @@ def main() -> int:
                 _log(f"(b) budget reached before {e.name}/{d}")
                 break
             try:
-                s = measure_pair(entry(e.name), d, rounds=args.speed_rounds, reps=15, log=_log)
+                tight = args.budget_s < 200  # a short call: fewer rounds, more pairs covered
+                s = measure_pair(entry(e.name), d, rounds=2 if tight else args.speed_rounds, reps=10 if tight else 15,
+                                 log=_log)
             except Exception as ex:
                 _log(f"speed CRASH {e.name}/{d}: {type(ex).__name__}: {ex}")
                 continue
