@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 SPLIT_FLOP = 5e9
+DEVICE = "cuda"
 
 
 def geomean(xs):
@@ -76,7 +77,18 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=0, help="first N shapes only (0: all)")
     ap.add_argument("--rep-ms", type=int, default=20)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="CPU, TRITON_INTERPRET=1, tiny shapes: exercises the script only",
+    )
     args = ap.parse_args()
+    global DEVICE
+    if args.dry_run:
+        DEVICE = "cpu"
+        from fixbits.kernels._interp import patch
+
+        patch()
     t0 = time.time()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -85,12 +97,22 @@ def main() -> int:
     import triton
     from triton.testing import do_bench
 
-    print(f"torch {torch.__version__} triton {triton.__version__} {torch.cuda.get_device_name()}", flush=True)
+    if DEVICE == "cuda":
+        print(
+            f"torch {torch.__version__} triton {triton.__version__} {torch.cuda.get_device_name()}",
+            flush=True,
+        )
     shapes = interleave(shapes_list())  # round-robin over layer groups: a budget cut stays representative
+    if args.dry_run:
+        shapes = [(max(1, m // 512), max(16, n // 512), max(8, k // 512), g, e) for m, n, k, g, e in shapes]
     if args.limit:
         shapes = shapes[: args.limit]
 
     def bench(fn):
+        if DEVICE != "cuda":
+            t = time.perf_counter()
+            fn()
+            return (time.perf_counter() - t) * 1e3
         return do_bench(fn, warmup=5, rep=args.rep_ms, return_mode="median")
 
     rows = []
@@ -111,7 +133,7 @@ def main() -> int:
               f"fused={row.get('speed_fused', float('nan')):.3f} {row.get('config', '')} {row.get('error', '')}",
               flush=True)  # fmt: skip
 
-    if not args.no_compile:
+    if not args.no_compile and DEVICE == "cuda":
         compile_pass(rows, t0, args.budget_s, bench)
     write_outputs(rows, out)
     print(f"total {time.time() - t0:.0f}s")
@@ -128,9 +150,9 @@ def measure_shape(i: int, row: dict, bench) -> None:
     from fixbits.kernels.tuning import best_config, size_class, tune
 
     m, n, k, ep = row["m"], row["n"], row["k"], row["epilogue"]
-    g = torch.Generator(device="cuda").manual_seed(i)
-    a = torch.randn((m, k), device="cuda", dtype=torch.float16, generator=g)
-    b = torch.randn((k, n), device="cuda", dtype=torch.float16, generator=g)  # the profile's layout
+    g = torch.Generator(device=DEVICE).manual_seed(i)
+    a = torch.randn((m, k), device=DEVICE, dtype=torch.float16, generator=g)
+    b = torch.randn((k, n), device=DEVICE, dtype=torch.float16, generator=g)  # the profile's layout
     try:
         desc = resolve_desc(m, n, k, "fp16", "fp16", a.device)
         row["desc_source"] = "profile"
@@ -167,9 +189,9 @@ def measure_shape(i: int, row: dict, bench) -> None:
         return
     d_ep = desc.replace(epilogue=ops)
     side = {
-        "bias": torch.randn(n, device="cuda", dtype=torch.float16),
-        "residual": torch.randn((m, n), device="cuda", dtype=torch.float16),
-        "gate": torch.randn((m, n), device="cuda", dtype=torch.float16),
+        "bias": torch.randn(n, device=DEVICE, dtype=torch.float16),
+        "residual": torch.randn((m, n), device=DEVICE, dtype=torch.float16),
+        "gate": torch.randn((m, n), device=DEVICE, dtype=torch.float16),
     }
 
     def fused():
@@ -221,8 +243,8 @@ def compile_pass(rows, t0, budget, bench) -> None:
         try:
             torch._dynamo.reset()
             m, n, k = r["m"], r["n"], r["k"]
-            a = torch.randn((m, k), device="cuda", dtype=torch.float16)
-            b = torch.randn((k, n), device="cuda", dtype=torch.float16)
+            a = torch.randn((m, k), device=DEVICE, dtype=torch.float16)
+            b = torch.randn((k, n), device=DEVICE, dtype=torch.float16)
             f = torch.compile(_mm, mode="max-autotune", dynamic=False)
             t = time.time()
             f(a, b)

@@ -39,6 +39,8 @@ def resolve_desc(m: int, n: int, k: int, in_dtype: str, out_dtype: str, device: 
     for; fixbits.matmul's kernels read any strides, but cuBLAS may pick another algorithm for
     a transposed B, so compare against cuBLAS with the same layout.
     """
+    if getattr(device, "type", str(device)) != "cuda":
+        raise MatmulUnavailable(f"the profile route needs a CUDA device, got {device}; pass desc= explicitly")
     try:
         from fixbits.cublas.lt import CublasLt
         from fixbits.probe import profile as profiles
