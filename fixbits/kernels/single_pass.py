@@ -75,19 +75,19 @@ def _single_pass_kernel(
 def _single_pass_persistent_kernel(
     a_ptr, b_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr, a_desc, b_desc,
     stride_rm, stride_rn, stride_gm, stride_gn,
-    M, N, K, sam, sak, sbk, sbn, som, son,
+    M, N, K, sam, sak, sbk, sbn, som, son, num_programs,
     ep_scale0, ep_scale1, ep_scale2, ep_scale3,
     STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, RES_FIRST: tl.constexpr,
     EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
     OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_STAGES: tl.constexpr, B_TRANS: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
+    NUM_STAGES: tl.constexpr, B_TRANS: tl.constexpr,
 ):  # fmt: skip
     """Persistent grid over output tiles, TMA body: each tile's chain is exactly the one of
     _single_pass_kernel (fast accumulation), only the program that computes it changes."""
     start = tl.program_id(0)
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
-    for tile in tl.range(start, num_tiles, NUM_PROGRAMS):
+    for tile in tl.range(start, num_tiles, num_programs):
         pid_m, pid_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -153,13 +153,13 @@ def launch_tile_kernel(
         progs = min(tiles, num_sms(a.device) * cfg.PERSISTENT)
         return _single_pass_persistent_kernel[(progs,)](
             a, b, out, *ep.kernel_args(out), a_desc, b_desc,
-            m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
+            m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1), progs,
             *ep.plan.scales,
             STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), RES_FIRST=desc.residue == "first",
             EP0=ep.plan.codes[0], EP1=ep.plan.codes[1], EP2=ep.plan.codes[2], EP3=ep.plan.codes[3],
             OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
             BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
-            NUM_STAGES=cfg.num_stages, B_TRANS=b_trans, NUM_PROGRAMS=progs,
+            NUM_STAGES=cfg.num_stages, B_TRANS=b_trans,
             num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
         )  # fmt: skip
     return _single_pass_kernel[grid](
