@@ -131,7 +131,9 @@ def cublas_matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: str) -> torch.Ten
     odt = torch_dtype(out_dtype)
     if a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
         one = torch.ones((), device=a.device, dtype=torch.float32)
-        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=odt)
+        if b.stride(0) != 1:  # _scaled_mm takes B column-major only (the TN form cuBLASLt runs)
+            b = b.t().contiguous().t()
+        return torch._scaled_mm(a.contiguous(), b, scale_a=one, scale_b=one, out_dtype=odt)
     if odt == a.dtype:
         return torch.mm(a, b)
     return torch.mm(a, b, out_dtype=odt)
