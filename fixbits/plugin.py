@@ -226,11 +226,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
+    """The options, the GPU this run sees and, with a GPU, the environment it computes with."""
     o = config.getoption
-    return [
-        f"fixbits: arch={o('--arch')} dtype={o('--dtype')} cublas={o('--cublas')} mode={o('--mode')} "
-        f"seed={o('--seed')} matrix={o('--matrix') or 'default'}"
+    detected = _detected_arch(config)
+    lines = [
+        f"fixbits: arch={o('--arch')} (visible GPU: {detected or 'none'}) dtype={o('--dtype')} "
+        f"cublas={o('--cublas')} mode={o('--mode')} seed={o('--seed')} matrix={o('--matrix') or 'default'}"
     ]
+    if detected is not None:  # torch is imported for the GPU tests anyway; name the stack in the log
+        from fixbits.env import fingerprint
+
+        fp = fingerprint()
+        libs = " ".join(f"{k}={v}" for k, v in fp.libraries())
+        lines.append(f"fixbits env {fp.short_hash}: {fp.gpu_name} ({fp.sm}, {fp.sm_count} SMs) {libs}")
+    return lines
 
 
 # -- collection: suite markers, fuzz selection, GPU skips -------------------------------------

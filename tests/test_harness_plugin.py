@@ -346,3 +346,14 @@ def test_matrix_fixture_is_the_run_matrix_restricted_to_the_options(
     result = tree.runpytest("--matrix=bad.yaml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "key 'dtypes[1]': 'fp7' is not one of fp16, bf16, fp8_e4m3" in result.stderr.str()
+
+
+def test_header_names_the_options_and_the_visible_gpu(tree: pytest.Pytester, hopper: None) -> None:
+    tree.makepyfile(test_x="def test_x(): pass")
+    result = tree.runpytest("--arch=sm_90", "--seed=3")
+    result.stdout.fnmatch_lines(
+        [
+            "fixbits: arch=sm_90 (visible GPU: sm_90) dtype=all cublas=installed mode=quick seed=3 matrix=default",
+            "fixbits env *",
+        ]
+    )
