@@ -25,7 +25,7 @@ SETTINGS = settings(max_examples=2, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 IN_OUT = st.sampled_from([("fp16", "fp32"), ("bf16", "fp32"), ("fp16", "fp16"), ("bf16", "bf16"),
-                          ("fp8_e4m3", "fp32"), ("fp8_e4m3", "bf16")])
+                          ("fp8_e4m3", "fp32"), ("fp8_e4m3", "bf16"), ("fp8_e4m3", "fp16")])
 IN_OUT_16 = st.sampled_from([("fp16", "fp32"), ("bf16", "fp32"), ("fp16", "fp16"), ("bf16", "bf16")])
 
 

@@ -16,6 +16,7 @@ Order of work, each stage cheaper than the next:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -268,6 +269,87 @@ def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *,
     return ok, done
 
 
+def _solve(s: Session, obs: C.Observed, hints: dict[str, Any], arch: str, seed: int, draws: int, rounds: int,
+           rng: np.random.Generator, notes: list[str], late: Any) -> tuple[str, list[GEMMDesc], int, int]:
+    """Stages 3-6 of the module docstring for one reading of the window walks:
+    (status, survivors, candidates generated, random draws run)."""
+    backend, m, n, k = s.backend, s.m, s.n, s.k
+    in_dtype, out_dtype = s.in_dtype, s.out_dtype
+    # 3. candidates, structural filter
+    if late("candidates"):
+        return ("failed", [], 0, 0)
+    cands = list(C.generate(arch, in_dtype, out_dtype, obs, hints))
+    n_cands = len(cands)
+    f = _Filter(cands, k, s.seen)
+    loose = {h: v for h, v in hints.items() if h not in ("splitk_num", "instruction", "fast_accum")}
+    if not f.items and loose != hints:
+        # the hints narrowed too far (a launch that is not what its answer suggests): widen
+        notes.append("no candidate fits the hinted family; retried without splitk/instruction hints")
+        more = list(C.generate(arch, in_dtype, out_dtype, obs, loose))
+        n_cands += len(more)
+        f = _Filter(more, k, s.seen)
+    # 4. split what remains
+    for _ in range(rounds):
+        if len(f.items) <= 1:
+            break
+        if late("split round"):
+            return ("failed", [], n_cands, 0)
+        q = _pool(f, k, rng, 3000)
+        if len(q) == 0:
+            break
+        groups = f.signatures(q)
+        if len(groups) <= 1:
+            break
+        chosen = _choose(f, q, budget=max(8, min(4 * s.packer.slots, 256)))
+        if not chosen:
+            break
+        s.triples("split", chosen)
+        f.apply(s.seen)
+    if not f.items:
+        notes.append("no candidate structure explains the ±L / r walks")
+        return ("failed", [], n_cands, 0)
+    # classes of candidates that remain: equal canonical trees are one class
+    classes: dict[Any, list[GEMMDesc]] = {}
+    for d, _ in f.items:
+        classes.setdefault(_class_key(d, k), []).append(d)
+    # 5. dtypes of partials and merge, read on a member of each class that has level-0 parts
+    with_dt: list[GEMMDesc] = []
+    for members in classes.values():
+        members.sort(key=lambda d: C.preference(d, hints))
+        simplest = members[0]
+        cut_member = next((d for d in members if d.k_cuts and sum(1 for p in d.k_cuts[0].parts(k) if p) >= 2), None)
+        vp = _value_placements(cut_member, k, s) if cut_member is not None else []
+        if not vp:
+            with_dt.append(simplest)
+            continue
+        calls, _ = s.values("dtypes", vp)
+        for pdt, mdt in DTYPE_PAIRS:
+            d = cut_member.replace(partial_dtype=pdt, merge_dtype=mdt)
+            if all(np.array_equal(_read_cells(d, c), np.array(_bits_of(c), dtype=np.uint64)) for c in calls):
+                with_dt.append(simplest if (pdt, mdt) == ("fp32", "fp32") else d)
+    if not with_dt:
+        notes.append("no partial/merge dtype pair reproduces the value placements")
+        return ("failed", [], n_cands, 0)
+    # 6. random draws
+    if late("random draws"):
+        return ("failed", [], n_cands, 0)
+    ok, checked = verify_draws(backend, with_dt, m, n, k, seed=seed + 1, draws=draws)
+    s.calls += checked
+    surv = [d for d, good in zip(with_dt, ok, strict=True) if good]
+    if not surv:
+        notes.append(f"{len(with_dt)} candidate(s) explain the placements but none the random draws: "
+                     + "; ".join(d.family + " " + d.short_hash for d in with_dt[:5]))
+        return ("failed", with_dt, n_cands, checked)
+    # descriptors equal in tree are one answer; else ambiguous
+    by_class: dict[Any, list[GEMMDesc]] = {}
+    for d in surv:
+        by_class.setdefault(_class_key(d, k) if k <= _CANON_LIMIT else (d.to_json(),), []).append(d)
+    if len(by_class) > 1:
+        notes.append(f"{len(by_class)} non-equivalent descriptors survive every test")
+        return ("ambiguous", surv, n_cands, checked)
+    return ("recovered", surv, n_cands, checked)
+
+
 def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, Any] | None = None,
           seed: int = 0, draws: int = 4, rounds: int = 8, window: int | None = None,
           deadline: float | None = None) -> ProbeResult:
@@ -315,78 +397,23 @@ def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, A
     head = [z for z in gseen if z < min(keff, 512)]
     scalar = bool(head) and sum(1 for z in head if s.seen[group_start(z)] == 1) >= 0.5 * len(head)
     obs = C.Observed(k, keff, tuple(rt), tuple(rseen), tuple(gt), tuple(gseen), scalar)
-    # 3. candidates, structural filter
-    if late("candidates"):
-        return result("failed", None, [], 0, 0)
-    cands = list(C.generate(arch, in_dtype, out_dtype, obs, hints))
-    n_cands = len(cands)
-    f = _Filter(cands, k, s.seen)
-    loose = {h: v for h, v in hints.items() if h not in ("splitk_num", "instruction", "fast_accum")}
-    if not f.items and loose != hints:
-        # the hints narrowed too far (a launch that is not what its answer suggests): widen
-        notes.append("no candidate fits the hinted family; retried without splitk/instruction hints")
-        more = list(C.generate(arch, in_dtype, out_dtype, obs, loose))
-        n_cands += len(more)
-        f = _Filter(more, k, s.seen)
-    # 4. split what remains
-    for _ in range(rounds):
-        if len(f.items) <= 1:
+    attempts = [obs]
+    if "instruction" not in hints:  # the scalar/tensor-core reading of the window is a guess: try both
+        attempts.append(dataclasses.replace(obs, scalar=not scalar))
+    total = 0
+    outcome: tuple[str, list[GEMMDesc], int] = ("failed", [], 0)
+    for i, ob in enumerate(attempts):
+        if i:
+            notes.append(f"retrying with the {'scalar' if ob.scalar else 'tensor-core'} families")
+        status, surv, n_c, checked = _solve(s, ob, hints, arch, seed, draws, rounds, rng, notes, late)
+        total += n_c
+        outcome = (status, surv, checked)
+        if status != "failed":
             break
-        if late("split round"):
-            return result("failed", None, [], n_cands, 0)
-        q = _pool(f, k, rng, 3000)
-        if len(q) == 0:
-            break
-        groups = f.signatures(q)
-        if len(groups) <= 1:
-            break
-        chosen = _choose(f, q, budget=max(8, min(4 * s.packer.slots, 256)))
-        if not chosen:
-            break
-        s.triples("split", chosen)
-        f.apply(s.seen)
-    if not f.items:
-        notes.append("no candidate structure explains the ±L / r walks")
-        return result("failed", None, [], n_cands, 0)
-    # classes of candidates that remain: equal canonical trees are one class
-    classes: dict[Any, list[GEMMDesc]] = {}
-    for d, _ in f.items:
-        classes.setdefault(_class_key(d, k), []).append(d)
-    # 5. dtypes of partials and merge, read on a member of each class that has level-0 parts
-    with_dt: list[GEMMDesc] = []
-    for members in classes.values():
-        members.sort(key=lambda d: C.preference(d, hints))
-        simplest = members[0]
-        cut_member = next((d for d in members if d.k_cuts and sum(1 for p in d.k_cuts[0].parts(k) if p) >= 2), None)
-        vp = _value_placements(cut_member, k, s) if cut_member is not None else []
-        if not vp:
-            with_dt.append(simplest)
-            continue
-        calls, _ = s.values("dtypes", vp)
-        for pdt, mdt in DTYPE_PAIRS:
-            d = cut_member.replace(partial_dtype=pdt, merge_dtype=mdt)
-            if all(np.array_equal(_read_cells(d, c), np.array(_bits_of(c), dtype=np.uint64)) for c in calls):
-                with_dt.append(simplest if (pdt, mdt) == ("fp32", "fp32") else d)
-    if not with_dt:
-        notes.append("no partial/merge dtype pair reproduces the value placements")
-        return result("failed", None, [], n_cands, 0)
-    # 6. random draws
-    if late("random draws"):
-        return result("failed", None, [], n_cands, 0)
-    ok, checked = verify_draws(backend, with_dt, m, n, k, seed=seed + 1, draws=draws)
-    s.calls += checked
-    surv = [d for d, good in zip(with_dt, ok, strict=True) if good]
-    if not surv:
-        notes.append(f"{len(with_dt)} candidate(s) explain the placements but none the random draws: "
-                     + "; ".join(d.family + " " + d.short_hash for d in with_dt[:5]))
-        return result("failed", None, with_dt, n_cands, checked)
-    # descriptors equal in tree are one answer; else ambiguous
-    by_class: dict[Any, list[GEMMDesc]] = {}
-    for d in surv:
-        by_class.setdefault(_class_key(d, k) if k <= _CANON_LIMIT else (d.to_json(),), []).append(d)
-    if len(by_class) > 1:
-        notes.append(f"{len(by_class)} non-equivalent descriptors survive every test")
-        return result("ambiguous", None, surv, n_cands, checked)
+    status, surv, checked = outcome
+    if status != "recovered":
+        return result(status, None, surv, total, checked)
+    n_cands = total
     best = sorted(surv, key=lambda d: C.preference(d, hints))[0]
     alts = _split_alternatives(best, k)
     extra = hints.get("extra_shapes") or []
