@@ -173,6 +173,10 @@ def test_torch_tensors_are_compared_by_bits() -> None:
     assert compare_bits(f8, z).first_index == (2,)
     with pytest.raises(AssertionError, match="dtype mismatch"):
         assert_bitwise_equal(t, t.float())
+    zeros = torch.zeros(4)
+    assert compare_bits(zeros, -zeros).n_diff == 4  # torch.equal on floats would call these equal
+    nan = torch.full((2,), float("nan"))
+    assert compare_bits(nan, nan.clone()).equal  # same payload: equal bytes, though nan != nan
 
 
 def test_drift_record_properties() -> None:
