@@ -97,8 +97,11 @@ def test_shape_space_is_large_and_reaches_long_vectors_and_deep_k() -> None:
     assert all(k % 16 == 0 for _, _, k in fp8)
 
 
-def test_pick_prefers_many_slots_and_small_k() -> None:
-    assert R.pick([(1, 8, 11528), (64, 64, 11528), (64, 64, 9000), (1, 2, 500)]) == [(64, 64, 9000)]
+def test_pick_prefers_informative_k_then_cheap_shapes() -> None:
+    """K >= 256 and not a multiple of 8 (the residue turn shows) first; then few calls, small K."""
+    assert R.pick([(1, 8, 11528), (64, 64, 11528), (64, 64, 9001), (1, 2, 500), (64, 64, 8)]) == [(64, 64, 9001)]
+    assert R.pick([(64, 64, 8), (1, 8, 16)]) == [(64, 64, 8)]
+    assert R.pick([(64, 64, 4096), (64, 64, 4112)], in_dtype="fp8_e4m3") == [(64, 64, 4112)]
 
 
 def test_packer_batches_many_placements_per_call_and_keeps_fp8_exact() -> None:

@@ -133,22 +133,33 @@ class Packer:
             pending.clear()
             vectors.clear()
 
+        remaining: list[tuple[Placement, dict[int, float]]] = []
         for pl in placements:
             need = {pos: bval for pos, _, bval in pl.terms}
             if len(need) != len(pl.terms):
                 raise ValueError(f"placement {pl.tag} uses a position twice")
             if any(not 0 <= pos < self.k for pos in need):
                 raise ValueError(f"placement {pl.tag} falls outside K={self.k}")
-            if len(pending) == self.slots:
-                flush()
-            j = next((i for i, v in enumerate(vectors) if all(v.get(p, b) == b for p, b in need.items())), None)
-            if j is None:
-                if len(vectors) == self.scales:
-                    flush()
-                vectors.append({})
-                j = len(vectors) - 1
-            vectors[j].update(need)
-            pending.append((pl, j))
+            remaining.append((pl, need))
+        # fill each call with every placement that fits its scale vectors (not just the next
+        # ones in order): with one scale vector, fp8 walks otherwise flush at every conflict
+        while remaining:
+            left: list[tuple[Placement, dict[int, float]]] = []
+            for pl, need in remaining:
+                if len(pending) == self.slots:
+                    left.append((pl, need))
+                    continue
+                j = next((i for i, v in enumerate(vectors) if all(v.get(p, b) == b for p, b in need.items())), None)
+                if j is None:
+                    if len(vectors) == self.scales:
+                        left.append((pl, need))
+                        continue
+                    vectors.append({})
+                    j = len(vectors) - 1
+                vectors[j].update(need)
+                pending.append((pl, j))
+            flush()
+            remaining = left
         flush()
         return calls
 

@@ -85,16 +85,28 @@ def scan(lt: Any, in_dtype: str, out_dtype: str, shapes: list[tuple[int, int, in
 
 def _cost(s: tuple[int, int, int]) -> float:
     """Rough probe cost: black-box calls for the window walks (one placement per row or column)
-    plus CPU emulation that grows with K; shapes too big for comfortable GPU buffers last."""
+    times what each call moves (A, B and C), plus CPU emulation that grows with K."""
     m, n, k = s
     slots = max(m, n)
     window = min(k, max(512, min(2048, 32 * slots)))
-    calls = 2 * window / slots
-    return calls + k / 2000 + (1e9 if m * n * 4 + (m + n) * k * 2 > 8e9 else 0)
+    calls = 2 * window / min(slots, 4096)
+    moved = (m * k + k * n + m * n) / 2e6
+    return calls * (1 + moved) + k / 2000 + (1e9 if m * n * 4 + (m + n) * k * 2 > 8e9 else 0)
 
 
-def pick(shapes: list[tuple[int, int, int]], count: int = 1) -> list[tuple[int, int, int]]:
-    return sorted(shapes, key=_cost)[:count]
+def _informative(k: int, in_dtype: str) -> int:
+    """0 for a K that shows the residue turn and split granules (K >= 256, not a multiple of the
+    instruction or of the step), higher for K that hide them."""
+    if k < 256:
+        return 2
+    if in_dtype.startswith("fp8"):
+        return 0 if k % 32 == 16 else 1
+    return 0 if k % 8 else 1
+
+
+def pick(shapes: list[tuple[int, int, int]], count: int = 1, in_dtype: str = "fp16") -> list[tuple[int, int, int]]:
+    """The cheapest shapes that can still separate candidates (see _informative)."""
+    return sorted(shapes, key=lambda s: (_informative(s[2], in_dtype), _cost(s)))[:count]
 
 
 def _tail_hit(ans: Any, k: int) -> bool:
@@ -164,7 +176,7 @@ def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
     t1 = time.time()
     key, group = task["key"], [tuple(x) for x in task["group"]]
     in_dtype, out_dtype = task["in_dtype"], task["out_dtype"]
-    rep = pick(group, 1)[0]
+    rep = pick(group, 1, in_dtype)[0]
     out: dict[str, Any] = {"key": key, "rep": list(rep), "group_size": task["group_size"], "kernels": [],
                            "notes": [], "calls": 0, "bad": [], "good": 0, "tried": 0}
     if time.time() > task["deadline"]:
@@ -193,7 +205,7 @@ def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
     hints: dict[str, Any] = {}
     try:
         hints = _hints(task["answer"], launch)
-        hints["extra_shapes"] = pick([s for s in group if s != rep and s[2] != rep[2]], 2)
+        hints["extra_shapes"] = pick([s for s in group if s != rep and s[2] != rep[2]], 2, in_dtype)
         res = probe(backend, *rep, arch=task["arch"], hints=hints, seed=task["seed"],
                     deadline=min(task["deadline"], time.time() + task["per_answer_s"]))
     except Exception as exc:  # noqa: BLE001
@@ -207,7 +219,7 @@ def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
     out.update(calls=res.calls, notes=list(res.notes), seconds=round(time.time() - t1, 1))
     if res.status != "recovered" or res.desc is None:
         return {**out, "status": res.status, "why": f"{res.status} at {rep}: " + "; ".join(res.notes)}
-    others = [s for s in pick([s for s in group if s != rep], task["verify_shapes"] + 1) if s != rep]
+    others = [s for s in pick([s for s in group if s != rep], task["verify_shapes"] + 1, in_dtype) if s != rep]
     try:
         good, tried, bad = verify_entry(backend, res.desc, [rep] + others[: task["verify_shapes"]],
                                         seed=task["seed"] + 5)

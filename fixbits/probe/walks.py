@@ -92,25 +92,28 @@ class Session:
             pls = [lr_placement(self.mag, r, p, q, tag=(walk, r, p, q)) for r, p, q in todo]
             calls = self.packer.pack(pls)
             self.run_calls(calls)
+            order: list[tuple[int, int, int]] = []
             got: list[int] = []
-            for c in calls:
+            for c in calls:  # the packer may reorder placements: read them back by their tags
                 got += self.classify(read(c))
-            for t, g in zip(todo, got, strict=True):
+                order += [(int(pl.tag[1]), int(pl.tag[2]), int(pl.tag[3])) for pl in c.placements]
+            for t, g in zip(order, got, strict=True):
                 self.seen[t] = g
-            self.records.append(WalkRecord(walk, tuple(todo), tuple(got), len(calls)))
+            self.records.append(WalkRecord(walk, tuple(order), tuple(got), len(calls)))
         return [self.seen[t] for t in triples]
 
     def summed(self, xs: list[int]) -> list[bool]:
         pls = [Placement(((x, 1.0, 1.0),), tag=("summed", x)) for x in xs]
         calls = self.packer.pack(pls)
         self.run_calls(calls)
-        vals: list[float] = []
+        got: dict[int, bool] = {}
         for c in calls:
-            vals += read(c)
+            for pl, v in zip(c.placements, read(c), strict=True):
+                got[int(pl.tag[1])] = v != 0.0
         self.records.append(
-            WalkRecord("summed", tuple((x, -1, -1) for x in xs), tuple(int(v != 0.0) for v in vals), len(calls))
+            WalkRecord("summed", tuple((x, -1, -1) for x in xs), tuple(int(got[x]) for x in xs), len(calls))
         )
-        return [v != 0.0 for v in vals]
+        return [got[x] for x in xs]
 
     def values(self, walk: str, placements: list[Placement]) -> tuple[list[Call], list[int]]:
         """Run arbitrary placements; returns the calls (inputs + outputs) and the output bits."""
