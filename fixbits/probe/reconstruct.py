@@ -169,26 +169,79 @@ def verify_entry(backend: Any, desc: Any, shapes: list[tuple[int, int, int]], *,
 _BACKENDS: dict[tuple[str, str], Any] = {}
 
 
+def _family_key(ans: Any) -> tuple[int, int, bool]:
+    return (int(getattr(ans, "algo_id", -1)), int(getattr(ans, "reduction_scheme", 0)),
+            int(getattr(ans, "splitk_num", 1)) > 1)
+
+
+def _with_split(desc: dict[str, Any], splitk: int) -> dict[str, Any] | None:
+    """The family descriptor with its level-0 split count set to this answer's SPLITK_NUM."""
+    cuts = desc.get("k_cuts") or []
+    if splitk <= 1:
+        return desc if not cuts or cuts[0].get("count") is None or cuts[0]["layout"] != "contiguous" else None
+    if not cuts or cuts[0]["layout"] != "contiguous" or cuts[0].get("count") is None:
+        return None
+    c0 = dict(cuts[0])
+    c0["count"] = splitk
+    if c0.get("merge", "chain") != "chain" and splitk & (splitk - 1):
+        return None
+    return {**desc, "k_cuts": [c0] + list(cuts[1:])}
+
+
+def _get_backend(task: dict[str, Any], backend: Any) -> Any:
+    backend = backend if backend is not None else task.get("backend")
+    if backend is None:
+        bk = (task["in_dtype"], task["out_dtype"])
+        if bk not in _BACKENDS:
+            from fixbits.cublas.backend import CublasBackend
+
+            _BACKENDS[bk] = CublasBackend(*bk)
+        backend = _BACKENDS[bk]
+    return backend
+
+
+def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str, Any]]:
+    """Phase B of reconstruct: family descriptors checked on other answers' own shapes."""
+    from fixbits.desc import GEMMDesc
+
+    out = []
+    for task in batch["items"]:
+        key, group = task["key"], [tuple(x) for x in task["group"]]
+        shapes = pick(group, 2, task["in_dtype"])
+        base = {"key": key, "rep": list(shapes[0]), "group_size": task["group_size"], "kernels": [], "notes": [],
+                "calls": 0, "bad": [], "good": 0, "tried": 0, "seconds": 0.0, "probed": False}
+        if time.time() > batch["deadline"]:
+            out.append({**base, "status": "skipped"})
+            continue
+        bk = _get_backend(task, backend)
+        try:
+            desc = GEMMDesc.from_dict(task["desc"])
+            good, tried, bad = verify_entry(bk, desc, shapes, seed=task["seed"] + 11, draws=2)
+        except Exception as exc:  # noqa: BLE001
+            out.append({**base, "status": "failed", "why": f"verify crashed: {type(exc).__name__}: {exc}"})
+            continue
+        if good == tried and tried:
+            out.append({**base, "status": "recovered", "desc": task["desc"], "good": good, "tried": tried,
+                        "note": f"predicted from {task['from_key']}, verified by draws"})
+        else:
+            out.append({**base, "status": "failed",
+                        "why": f"the family descriptor of {task['from_key']} fails here ({', '.join(bad)})"})
+    return out
+
+
 def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
     """Profile, probe and verify one heuristic answer (runs in a worker process when parallel)."""
     from fixbits.probe.recover import probe
 
     t1 = time.time()
     key, group = task["key"], [tuple(x) for x in task["group"]]
-    in_dtype, out_dtype = task["in_dtype"], task["out_dtype"]
+    in_dtype = task["in_dtype"]
     rep = pick(group, 1, in_dtype)[0]
     out: dict[str, Any] = {"key": key, "rep": list(rep), "group_size": task["group_size"], "kernels": [],
                            "notes": [], "calls": 0, "bad": [], "good": 0, "tried": 0}
     if time.time() > task["deadline"]:
         return {**out, "status": "skipped"}
-    backend = backend if backend is not None else task.get("backend")
-    if backend is None:
-        bk = (in_dtype, out_dtype)
-        if bk not in _BACKENDS:
-            from fixbits.cublas.backend import CublasBackend
-
-            _BACKENDS[bk] = CublasBackend(in_dtype, out_dtype)
-        backend = _BACKENDS[bk]
+    backend = _get_backend(task, backend)
     launch: dict[str, Any] | None = None
     try:
         if not task["profile_launch"]:
@@ -266,60 +319,118 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
         prof = ArchProfile(arch, "cublaslt", version, in_dtype, out_dtype, entries, failed)
         prof.save(out_dir)
 
-    tasks = []
-    for key in order:
-        if key in entries:
-            continue
+    def base_task(key: str) -> dict[str, Any]:
         group_all = sc.groups[key]
         # shapes the split-K tail defect hits sum less than K: probe and verify on the others
         group = [sh for sh in group_all if not _tail_hit(sc.answers[key], sh[2])] or group_all
-        tasks.append({"arch": arch, "in_dtype": in_dtype, "out_dtype": out_dtype, "key": key, "group": group,
-                      "group_size": len(group_all), "answer": sc.answers[key], "seed": seed,
-                      "deadline": t0 + budget_s, "per_answer_s": per_answer_s, "verify_shapes": verify_shapes,
-                      "profile_launch": profile_launch, "out_dir": str(out_dir),
-                      "backend": backend if workers > 1 else None})
+        return {"arch": arch, "in_dtype": in_dtype, "out_dtype": out_dtype, "key": key, "group": group,
+                "group_size": len(group_all), "answer": sc.answers[key], "seed": seed,
+                "per_answer_s": per_answer_s, "verify_shapes": verify_shapes,
+                "profile_launch": profile_launch, "out_dir": str(out_dir),
+                "backend": backend if workers > 1 else None}
 
     def record(r: dict[str, Any]) -> None:
         key = r["key"]
         if r["status"] == "skipped":
-            summary["skipped_budget"].append(key)
             return
         if r["status"] != "recovered":
-            failed[key] = r["why"]
-            summary["failed"][key] = r["why"]
+            if key not in entries:
+                failed[key] = r["why"]
+                summary["failed"][key] = r["why"]
             log(f"  {key} {tuple(r['rep'])}: {r['why'][:300]}")
         else:
             from fixbits.desc import GEMMDesc
 
             desc = GEMMDesc.from_dict(r["desc"])
             entries[key] = ProfileEntry(key, desc, tuple(r["rep"]), r["good"], r["group_size"], tuple(r["kernels"]),
-                                        note=("mismatch at " + ", ".join(r["bad"])) if r["bad"] else "")
+                                        note=r.get("note", "") or (("mismatch at " + ", ".join(r["bad"])) if r["bad"] else ""))
             failed.pop(key, None)
-            summary["probed"].append({"key": key, "shape": list(r["rep"]), "family": desc.family,
-                                      "hash": desc.short_hash, "calls": r["calls"],
-                                      "verified": f"{r['good']}/{r['tried']}", "seconds": r["seconds"]})
-            log(f"  {key} {tuple(r['rep'])}: {desc.family} {desc.short_hash} calls={r['calls']} "
-                f"verified {r['good']}/{r['tried']} ({r['seconds']}s) {'; '.join(r['notes'])}")
+            summary["failed"].pop(key, None)
+            if r.get("probed", True):
+                summary["probed"].append({"key": key, "shape": list(r["rep"]), "family": desc.family,
+                                          "hash": desc.short_hash, "calls": r["calls"],
+                                          "verified": f"{r['good']}/{r['tried']}", "seconds": r["seconds"]})
+                log(f"  {key} {tuple(r['rep'])}: {desc.family} {desc.short_hash} calls={r['calls']} "
+                    f"verified {r['good']}/{r['tried']} ({r['seconds']}s) {'; '.join(r['notes'])}")
+            else:
+                summary["predicted"].append(key)
         save()
 
-    if workers <= 1:
-        for task in tasks:
-            record(run_answer(task, backend=backend))
-    else:
+    def run_all(fn: Any, tasks: list[dict[str, Any]], deadline: float, on: Any) -> None:
+        for t in tasks:
+            t["deadline"] = deadline
+        if workers <= 1:
+            for t in tasks:
+                on(fn(t, backend=backend))
+            return
         import concurrent.futures as cf
         import multiprocessing as mp
 
         pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
-        futs = [pool.submit(run_answer, task) for task in tasks]
+        futs = [pool.submit(fn, t) for t in tasks]
         try:
-            for fut in cf.as_completed(futs, timeout=max(1.0, t0 + budget_s + 20 - time.time())):
+            for fut in cf.as_completed(futs, timeout=max(1.0, deadline + 20 - time.time())):
                 try:
-                    record(fut.result())
+                    on(fut.result())
                 except Exception as exc:  # noqa: BLE001  (a worker died: the others go on)
                     log(f"  worker failed: {type(exc).__name__}: {exc}")
         except cf.TimeoutError:
             log("  reconstruct: workers still busy at the deadline; their answers are left out")
         pool.shutdown(wait=False, cancel_futures=True)
+
+    summary["predicted"] = []
+    todo = [k for k in order if k not in entries]
+    # phase A: one probe per arithmetic family of answers (tile, swizzle, stages, custom option
+    # are speed knobs; algo, reduction scheme and split-or-not decide the arithmetic)
+    fams: dict[tuple[int, int, bool], list[str]] = {}
+    for key in todo:
+        fams.setdefault(_family_key(sc.answers[key]), []).append(key)
+    reps = {}
+    for fk, keys in fams.items():
+        best = min(keys, key=lambda kk: (_informative(pick(sc.groups[kk], 1, in_dtype)[0][2], in_dtype),
+                                         -len(sc.groups[kk])))
+        reps[fk] = best
+    rep_desc: dict[tuple[int, int, bool], Any] = {}
+
+    def on_rep(r: dict[str, Any]) -> None:
+        record(r)
+        if r["status"] == "recovered":
+            rep_desc[_family_key(sc.answers[r["key"]])] = (r["key"], r["desc"])
+
+    log(f"  {len(fams)} arithmetic families over {len(todo)} answers")
+    run_all(run_answer, [base_task(k) for k in sorted(reps.values(), key=lambda kk: -len(sc.groups[kk]))],
+            t0 + 0.55 * budget_s, on_rep)
+    # phase B: every other answer of a probed family: the family's descriptor (its split count
+    # set to the answer's) verified on that answer's own shapes with fresh draws
+    vt: list[dict[str, Any]] = []
+    for fk, keys in fams.items():
+        if fk not in rep_desc:
+            continue
+        rkey, rdesc = rep_desc[fk]
+        for key in keys:
+            if key == rkey or key in entries:
+                continue
+            d = _with_split(rdesc, int(getattr(sc.answers[key], "splitk_num", 1)))
+            if d is None:
+                continue
+            t = base_task(key)
+            t.update(desc=d, from_key=rkey)
+            vt.append(t)
+    chunk = max(1, len(vt) // max(1, 4 * workers))
+    batches = [{"items": vt[i:i + chunk], "backend": backend if workers > 1 else None}
+               for i in range(0, len(vt), chunk)]
+
+    def on_batch(rs: list[dict[str, Any]]) -> None:
+        for r in rs:
+            record(r)
+
+    if batches:
+        run_all(verify_answers, batches, t0 + 0.8 * budget_s, on_batch)
+    # phase C: probe one by one what no family descriptor explains, most common answers first
+    rest = [k for k in order if k not in entries and k not in reps.values()]
+    if rest and time.time() < t0 + budget_s:
+        run_all(run_answer, [base_task(k) for k in rest], t0 + budget_s, record)
+    summary["skipped_budget"] = [k for k in order if k not in entries and k not in failed]
     save()
     summary["profile"] = str(prof_path)
     summary["seconds"] = round(time.time() - t0, 1)
