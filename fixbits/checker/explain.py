@@ -56,11 +56,31 @@ def _describe_node(n: Node) -> str:
     return render(n, 2)
 
 
+def _smem_words(x: Node) -> str:
+    """Where the warps' partials were stored and where this read takes them."""
+    hist = x.kids[1].kids
+    st = [e for e in hist if e.kind == "st" and e.attrs[0] == "st"]
+    warps = set()
+    for e in st:
+        p = e.kids[0].poly
+        if p is not None:
+            warps |= {s for s in p.symbols() if s.startswith("tx") and s[2:].isdigit() and int(s[2:]) >= 5}
+    read = x.kids[0].poly.text() if x.kids[0].poly is not None else "?"
+    return f"{2 ** len(warps)} warps' partials in {len(st)} shared-memory stores, read at [{read}]"
+
+
 def first_difference(a: Node, b: Node, path: str = "") -> str:
     """Descend both trees along the first differing child; describe the node where they part."""
     ca, cb = shuffle_chain(a), shuffle_chain(b)
     if ca and cb and ca != cb:
         return f"A folds lanes with {_chain_words(ca)}, B with {_chain_words(cb)}"
+    if a.kind == b.kind == "xwarp" and a.digest != b.digest:
+        return (
+            "both exchange partials across warps through shared memory, but with different layouts: "
+            f"A {_smem_words(a)}, B {_smem_words(b)}"
+        )
+    if a.kind == b.kind == "balanced" and a.attrs != b.attrs:
+        return f"A is a balanced tree of height {a.attrs[1]}, B of height {b.attrs[1]}"
     if a.kind == b.kind and a.attrs == b.attrs and len(a.kids) == len(b.kids):
         for ka, kb in zip(a.kids, b.kids, strict=False):
             if ka.digest != kb.digest:
