@@ -270,14 +270,15 @@ def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *,
 
 
 def _solve(s: Session, obs: C.Observed, hints: dict[str, Any], arch: str, seed: int, draws: int, rounds: int,
-           rng: np.random.Generator, notes: list[str], late: Any) -> tuple[str, list[GEMMDesc], int, int]:
+           rng: np.random.Generator, notes: list[str], late: Any) -> tuple[str, list[GEMMDesc], int, int, list[GEMMDesc]]:
     """Stages 3-6 of the module docstring for one reading of the window walks:
-    (status, survivors, candidates generated, random draws run)."""
+    (status, survivors, candidates generated, random draws run, every member of the surviving
+    classes: descriptors with the same tree at this K, for pinning on other shapes)."""
     backend, m, n, k = s.backend, s.m, s.n, s.k
     in_dtype, out_dtype = s.in_dtype, s.out_dtype
     # 3. candidates, structural filter
     if late("candidates"):
-        return ("failed", [], 0, 0)
+        return ("failed", [], 0, 0, [])
     cands = list(C.generate(arch, in_dtype, out_dtype, obs, hints))
     n_cands = len(cands)
     f = _Filter(cands, k, s.seen)
@@ -293,7 +294,7 @@ def _solve(s: Session, obs: C.Observed, hints: dict[str, Any], arch: str, seed: 
         if len(f.items) <= 1:
             break
         if late("split round"):
-            return ("failed", [], n_cands, 0)
+            return ("failed", [], n_cands, 0, [])
         q = _pool(f, k, rng, 3000)
         if len(q) == 0:
             break
@@ -307,47 +308,51 @@ def _solve(s: Session, obs: C.Observed, hints: dict[str, Any], arch: str, seed: 
         f.apply(s.seen)
     if not f.items:
         notes.append("no candidate structure explains the ±L / r walks")
-        return ("failed", [], n_cands, 0)
+        return ("failed", [], n_cands, 0, [])
     # classes of candidates that remain: equal canonical trees are one class
     classes: dict[Any, list[GEMMDesc]] = {}
     for d, _ in f.items:
         classes.setdefault(_class_key(d, k), []).append(d)
     # 5. dtypes of partials and merge, read on a member of each class that has level-0 parts
     with_dt: list[GEMMDesc] = []
-    for members in classes.values():
+    origin: list[Any] = []  # the class each with_dt entry came from
+    for ckey, members in classes.items():
+        n_before = len(with_dt)
         members.sort(key=lambda d: C.preference(d, hints))
         simplest = members[0]
         cut_member = next((d for d in members if d.k_cuts and sum(1 for p in d.k_cuts[0].parts(k) if p) >= 2), None)
         vp = _value_placements(cut_member, k, s) if cut_member is not None else []
         if not vp:
             with_dt.append(simplest)
-            continue
-        calls, _ = s.values("dtypes", vp)
-        for pdt, mdt in DTYPE_PAIRS:
-            d = cut_member.replace(partial_dtype=pdt, merge_dtype=mdt)
-            if all(np.array_equal(_read_cells(d, c), np.array(_bits_of(c), dtype=np.uint64)) for c in calls):
-                with_dt.append(simplest if (pdt, mdt) == ("fp32", "fp32") else d)
+        else:
+            calls, _ = s.values("dtypes", vp)
+            for pdt, mdt in DTYPE_PAIRS:
+                d = cut_member.replace(partial_dtype=pdt, merge_dtype=mdt)
+                if all(np.array_equal(_read_cells(d, c), np.array(_bits_of(c), dtype=np.uint64)) for c in calls):
+                    with_dt.append(simplest if (pdt, mdt) == ("fp32", "fp32") else d)
+        origin += [ckey] * (len(with_dt) - n_before)
     if not with_dt:
         notes.append("no partial/merge dtype pair reproduces the value placements")
-        return ("failed", [], n_cands, 0)
+        return ("failed", [], n_cands, 0, [])
     # 6. random draws
     if late("random draws"):
-        return ("failed", [], n_cands, 0)
+        return ("failed", [], n_cands, 0, [])
     ok, checked = verify_draws(backend, with_dt, m, n, k, seed=seed + 1, draws=draws)
     s.calls += checked
     surv = [d for d, good in zip(with_dt, ok, strict=True) if good]
+    surv_origin = {o for o, good in zip(origin, ok, strict=True) if good}
     if not surv:
         notes.append(f"{len(with_dt)} candidate(s) explain the placements but none the random draws: "
                      + "; ".join(d.family + " " + d.short_hash for d in with_dt[:5]))
-        return ("failed", with_dt, n_cands, checked)
+        return ("failed", with_dt, n_cands, checked, [])
     # descriptors equal in tree are one answer; else ambiguous
     by_class: dict[Any, list[GEMMDesc]] = {}
     for d in surv:
         by_class.setdefault(_class_key(d, k) if k <= _CANON_LIMIT else (d.to_json(),), []).append(d)
     if len(by_class) > 1:
         notes.append(f"{len(by_class)} non-equivalent descriptors survive every test")
-        return ("ambiguous", surv, n_cands, checked)
-    return ("recovered", surv, n_cands, checked)
+        return ("ambiguous", surv, n_cands, checked, [])
+    return ("recovered", surv, n_cands, checked, [d for o in surv_origin for d in classes[o]])
 
 
 def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, Any] | None = None,
@@ -401,24 +406,27 @@ def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, A
     if "instruction" not in hints:  # the scalar/tensor-core reading of the window is a guess: try both
         attempts.append(dataclasses.replace(obs, scalar=not scalar))
     total = 0
-    outcome: tuple[str, list[GEMMDesc], int] = ("failed", [], 0)
+    outcome: tuple[str, list[GEMMDesc], int, list[GEMMDesc]] = ("failed", [], 0, [])
     for i, ob in enumerate(attempts):
         if i:
             notes.append(f"retrying with the {'scalar' if ob.scalar else 'tensor-core'} families")
-        status, surv, n_c, checked = _solve(s, ob, hints, arch, seed, draws, rounds, rng, notes, late)
+        status, surv, n_c, checked, members = _solve(s, ob, hints, arch, seed, draws, rounds, rng, notes, late)
         total += n_c
-        outcome = (status, surv, checked)
+        outcome = (status, surv, checked, members)
         if status != "failed":
             break
-    status, surv, checked = outcome
+    status, surv, checked, members = outcome
     if status != "recovered":
         return result(status, None, surv, total, checked)
     n_cands = total
     best = sorted(surv, key=lambda d: C.preference(d, hints))[0]
-    alts = _split_alternatives(best, k)
+    # other readings that cut THIS K the same way (their dtypes set to what was measured)
+    alts = [d.replace(partial_dtype=best.partial_dtype, merge_dtype=best.merge_dtype) for d in members]
+    alts += _split_alternatives(best, k)
+    alts = [d for d in dict.fromkeys(alts) if d != best]
     extra = hints.get("extra_shapes") or []
     if alts and extra:
-        best, alts, more = _pin_rule(backend, best, alts, list(extra), arch, hints)
+        best, alts, more = _pin(backend, best, alts, [tuple(x) for x in extra], hints, rng)
         notes.extend(more)
     return result("recovered", best, surv, n_cands, checked, tuple(alts))
 
@@ -444,36 +452,33 @@ def _split_alternatives(desc: GEMMDesc, k: int) -> list[GEMMDesc]:
     return out
 
 
-def _pin_rule(backend: Any, best: GEMMDesc, alts: list[GEMMDesc], extra: list[tuple[int, int, int]],
-              arch: str, hints: dict[str, Any]) -> tuple[GEMMDesc, list[GEMMDesc], list[str]]:
-    """Probe other shapes of the same answer at the predicted boundaries of every alternative."""
+def _pin(backend: Any, best: GEMMDesc, alts: list[GEMMDesc], extra: list[tuple[int, int, int]],
+         hints: dict[str, Any], rng: np.random.Generator) -> tuple[GEMMDesc, list[GEMMDesc], list[str]]:
+    """Readings equal at the probed K (split rule and granule, residue turn and step, ...)
+    differ elsewhere: walk other shapes of the same heuristic answer where they part."""
     notes = []
     alive = [best] + alts
     for m2, n2, k2 in extra:
+        if len(alive) <= 1:
+            break
         s2 = Session(backend, m2, n2, k2, best.in_dtype, best.out_dtype)
         keff2 = k2 - dropped_tail(s2)
-        trip: set[tuple[int, int, int]] = set()
-        for d in alive:
-            for runs in d.k_cuts[0].parts(k2):
-                if runs and 1 <= runs[0][0] < k2 - 1:
-                    trip.add(rn_start(runs[0][0]))
-                    if runs[0][0] >= 2:
-                        trip.add(rn_start(runs[0][0] - 1))
-        tl = sorted(trip)
-        got = s2.triples("rule", tl)
-        nxt = []
+        f = _Filter([], k2, {})
         for d in alive:
             ad = addresses(d, k2)
-            stops = [r[-1][1] for r in d.k_cuts[0].parts(k2) if r]
-            if stops and max(stops) != keff2:
-                continue
-            if not tl:
-                nxt.append(d)
-                continue
-            t = np.array(tl)
-            if np.array_equal(predict_many(ad, t[:, 0], t[:, 1], t[:, 2]), np.array(got, dtype=np.int8)):
-                nxt.append(d)
-        notes.append(f"rule check at {m2}x{n2}x{k2}: {len(nxt)} of {len(alive)} (granule, rule) readings remain")
+            if int(ad.summed.sum()) == keff2 and bool(ad.summed[:keff2].all()):
+                f.items.append((d, ad))
+        for _ in range(4):
+            if len(f.items) <= 1:
+                break
+            q = _pool(f, k2, rng, 2000)
+            chosen = _choose(f, q, budget=max(8, min(4 * s2.packer.slots, 128))) if len(q) else []
+            if not chosen:
+                break
+            s2.triples("pin", chosen)
+            f.apply(s2.seen)
+        nxt = [d for d, _ in f.items]
+        notes.append(f"pinned at {m2}x{n2}x{k2}: {len(nxt)} of {len(alive)} readings remain")
         if nxt:
             alive = nxt
     alive.sort(key=lambda d: C.preference(d, hints))
