@@ -115,3 +115,18 @@ def test_store_order_to_one_place_matters() -> None:
     second = S.SUM_LEFT + "\n\tst.global.b32 [%rd4], %r7;\n\tst.global.b32 [%rd4], %r6;"
     assert eq(S.ptx(first), S.ptx(first))
     assert not eq(S.ptx(first), S.ptx(second))
+
+
+def test_unmodelled_shared_write_is_seen_by_later_reads() -> None:
+    """A shared-memory write the walk does not model (stmatrix) must reach every later read:
+    the read may not assume the slot still holds what a modelled store put there."""
+    base = (
+        S.SUM_LEFT
+        + "\n\tmov.u32 %r50, global_smem;\n\tst.shared.b32 [%r50], %r6;"
+        + "{STM}\n\tbar.sync 0;\n\tld.shared.b32 %r9, [%r50];\n\tadd.f32 %r10, %r8, %r9;"
+    )
+    plain = S.ptx(base.replace("{STM}", ""), out=10)
+    with_stm = S.ptx(
+        base.replace("{STM}", "\n\tstmatrix.sync.aligned.m8n8.x1.shared.b16 [%r50], {%r7};"), out=10
+    )
+    assert not eq(plain, with_stm)

@@ -65,8 +65,10 @@ def build(
     for r in roots:
         addr = r.address
         r = Root(r.param, r.nbytes, addr, col.collapse(r.value), r.relative)
-        rel = relativize(addr.poly, r.value, param_syms) if addr.poly is not None else None
-        if rel is not None:
+        rel = relativize(addr.poly, r.value, param_syms) if addr.poly is not None and not r.relative else None
+        if r.relative and not r.value.variant:
+            root = r  # already in the output's own coordinates (a TMA tile of one tree)
+        elif rel is not None:
             a2, v2 = rel
             root = Root(r.param, r.nbytes, int_node(a2), v2, True)
         else:

@@ -228,7 +228,9 @@ class GCNWalk(Walk):
 
     def unknown(self, ins: GInst) -> None:
         kids = tuple(self.val(a) for a in ins.args[1:])
-        opaque(ins.op + " " + " ".join(ins.mods), kids)
+        if ins.op.startswith("ds_"):
+            kids = kids + (self.smem_history(),)  # what it reads from LDS is part of its value
+        node = opaque(ins.op + " " + " ".join(ins.mods), kids)
         if ins.op.startswith(("buffer_atomic", "global_atomic", "flat_atomic", "ds_add_f", "ds_add_rtn_f")):
             self.nondeterministic = True
         writes_mem = ins.op.startswith(
@@ -237,10 +239,14 @@ class GCNWalk(Walk):
         if writes_mem or not ins.args:
             allk = tuple(self.val(a) for a in ins.args)
             self.effects.append(opaque(ins.op + " " + " ".join(ins.mods), allk + (self.get_exec(),)))
+            if ins.op.startswith(("ds_", "buffer_", "global_", "flat_")):
+                # an unmodelled write may land in LDS: no later read may assume what is there
+                self.smem_store("st", int_node(Poly.const(0)), Node("smemwrite", (ins.op,), allk), None, -1)
         if ins.args:
             regs = self._dst_regs(ins.args[0])
             for k, r in enumerate(regs):
                 self.wr(ins, r, Node("opaque", (ins.op, k), kids))
+        del node
 
     def dispatch(self, ins: GInst) -> bool:
         op = ins.op

@@ -248,10 +248,23 @@ class PTXWalk(Walk):
         self.unknown(ins)
 
     def unknown(self, ins: Inst) -> None:
-        kids = tuple(self.val(a) if not a.startswith("[") else int_node(self.addr(a)) for a in ins.args[1:])
-        opaque(ins.op, kids)
+        def operand(a: str) -> Node:
+            if a.startswith("["):
+                try:
+                    return int_node(self.addr(a))
+                except Unsupported:
+                    return opaque("operand:" + a)
+            return self.val(a)
+
+        kids = tuple(operand(a) for a in ins.args[1:])
         first = ins.args[0] if ins.args else ""
         base = ins.op.split(".")[0]
+        touches_smem = (
+            ".shared" in ins.op or base in ("stmatrix", "ldmatrix", "tcgen05") or ".async" in ins.op
+        )
+        if touches_smem:
+            # whatever it reads from shared memory is part of its value
+            kids = kids + (self.smem_history(),)
         writes_mem = base in (
             "st",
             "atom",
@@ -260,16 +273,23 @@ class PTXWalk(Walk):
             "stmatrix",
             "multimem",
             "tcgen05",
-            "cp.reduce",
             "call",
+            "mbarrier",
         )
         if ins.op.startswith(("atom", "red")) and any(
             t in ins.op for t in (".f32", ".f16", ".bf16", ".f64", ".add.noftz")
         ):
             self.nondeterministic = True
         if writes_mem or not (first.startswith("%") or first.startswith("{")):
-            allk = tuple(self.val(a) if not a.startswith("[") else int_node(self.addr(a)) for a in ins.args)
-            self.effects.append(opaque(ins.op, allk + ((self.cur_pred(ins) or TRUE),)))
+            allk = tuple(operand(a) for a in ins.args)
+            eff = opaque(ins.op, allk + ((self.cur_pred(ins) or TRUE),))
+            self.effects.append(eff)
+            if touches_smem or base in ("st", "atom", "red", "call"):
+                # an unmodelled write may land in shared memory: no later read may assume
+                # it knows what is there (it enters every history, and no tree is uniform)
+                self.smem_store(
+                    "st", int_node(Poly.const(0)), Node("smemwrite", (ins.op,), allk), self.cur_pred(ins), -1
+                )
         if first.startswith("%") or first.startswith("{"):
             regs = _regs(first)
             for k, r in enumerate(regs):
@@ -618,13 +638,23 @@ class PTXWalk(Walk):
         if ins.op.startswith("cp.async.bulk.tensor") and ".global.shared" in ins.op:
             desc = self._tma_operand(ins.args[0])
             src = self.addr(ins.args[1])
-            tile = self.smem_load(int_node(src), 0)
+            stores = [e for e in self.smem if e.kind == "st"]
+            uniform = self.smem_uniform(stores[-1].nbytes) if stores else None
+            base = desc.kids[0] if desc.kind == "tmaop" and desc.kids else desc
             param = (
-                next((s for s in sorted(desc.poly.symbols()) if s.startswith("p:")), "?")
-                if desc.poly
+                next((m[0] for m in sorted(base.poly.terms) if len(m) == 1 and m[0].startswith("p:")), "?")
+                if (base.poly is not None)
                 else "?"
             )
-            self.roots.append(Root(param, 0, desc, Node("tma_store", (ins.op,), (tile,)), False))
+            if uniform is not None and base.poly is not None:
+                # every slot of the staged tile holds one coordinate-free tree: which tile the
+                # descriptor's coordinates name no longer matters (a relative root)
+                self.roots.append(
+                    Root(param, 0, int_node(base.poly), Node("tma_store", (ins.op,), (uniform,)), True)
+                )
+            else:
+                tile = self.smem_load(int_node(src), 0)
+                self.roots.append(Root(param, 0, desc, Node("tma_store", (ins.op,), (tile,)), False))
             return None
         return False
 
