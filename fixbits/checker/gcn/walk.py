@@ -324,6 +324,8 @@ class GCNWalk(Walk):
         if op.startswith("s_load_dword") or op.startswith("s_buffer_load"):
             return self.s_load(ins)
         if op.startswith(("buffer_load", "global_load", "flat_load")):
+            if "lds" in ins.mods or "_lds" in op:
+                return False  # loads straight into LDS: an unmodelled LDS write (see unknown)
             return self.vload(ins)
         if op.startswith(("buffer_store", "global_store", "flat_store")):
             return self.vstore(ins)
