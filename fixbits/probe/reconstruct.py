@@ -258,7 +258,10 @@ def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
     hints: dict[str, Any] = {}
     try:
         hints = _hints(task["answer"], launch)
-        hints["extra_shapes"] = pick([s for s in group if s != rep and s[2] != rep[2]], 2, in_dtype)
+        # other K of the same answer pin readings equal at this K; a defect shape, where the
+        # split drops its tail, tells the split rule apart from the ceil rule
+        hints["extra_shapes"] = (pick([s for s in group if s != rep and s[2] != rep[2]], 2, in_dtype)
+                                 + pick([tuple(x) for x in task.get("defect_shapes", [])], 1, in_dtype))
         res = probe(backend, *rep, arch=task["arch"], hints=hints, seed=task["seed"],
                     deadline=min(task["deadline"], time.time() + task["per_answer_s"]))
     except Exception as exc:  # noqa: BLE001
@@ -322,8 +325,10 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
     def base_task(key: str) -> dict[str, Any]:
         group_all = sc.groups[key]
         # shapes the split-K tail defect hits sum less than K: probe and verify on the others
-        group = [sh for sh in group_all if not _tail_hit(sc.answers[key], sh[2])] or group_all
+        hit = [sh for sh in group_all if _tail_hit(sc.answers[key], sh[2])]
+        group = [sh for sh in group_all if sh not in set(hit)] or group_all
         return {"arch": arch, "in_dtype": in_dtype, "out_dtype": out_dtype, "key": key, "group": group,
+                "defect_shapes": hit[:50],
                 "group_size": len(group_all), "answer": sc.answers[key], "seed": seed,
                 "per_answer_s": per_answer_s, "verify_shapes": verify_shapes,
                 "profile_launch": profile_launch, "out_dir": str(out_dir),
@@ -366,7 +371,9 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
         import concurrent.futures as cf
         import multiprocessing as mp
 
-        pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+        if not pools:  # one pool for all phases: workers keep their CUDA context and imports
+            pools.append(cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")))
+        pool = pools[0]
         futs = [pool.submit(fn, t) for t in tasks]
         try:
             for fut in cf.as_completed(futs, timeout=max(1.0, deadline + 20 - time.time())):
@@ -376,9 +383,11 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
                     log(f"  worker failed: {type(exc).__name__}: {exc}")
         except cf.TimeoutError:
             log("  reconstruct: workers still busy at the deadline; their answers are left out")
-        pool.shutdown(wait=False, cancel_futures=True)
+            for f in futs:
+                f.cancel()
 
     summary["predicted"] = []
+    pools: list[Any] = []
     todo = [k for k in order if k not in entries]
     # phase A: one probe per arithmetic family of answers (tile, swizzle, stages, custom option
     # are speed knobs; algo, reduction scheme and split-or-not decide the arithmetic)
@@ -431,6 +440,8 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
     if rest and time.time() < t0 + budget_s:
         run_all(run_answer, [base_task(k) for k in rest], t0 + budget_s, record)
     summary["skipped_budget"] = [k for k in order if k not in entries and k not in failed]
+    for pool in pools:
+        pool.shutdown(wait=False, cancel_futures=True)
     save()
     summary["profile"] = str(prof_path)
     summary["seconds"] = round(time.time() - t0, 1)

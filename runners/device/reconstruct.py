@@ -160,7 +160,7 @@ def sweep(profiles: dict[str, Any], out: Path, budget_s: float, fuzz: int, draws
             ci += 1
             prof = profiles[dt]
             st = stats.setdefault(dt, {"shapes": 0, "draws": 0, "comparisons": 0, "mismatching_shapes": 0,
-                                       "not_in_profile": 0, "tail_defect": 0, "true_mismatch": 0, "errors": 0,
+                                       "not_in_profile": 0, "tail_defect": 0, "true_mismatch": 0, "errors": 0, "no_algorithm": 0,
                                        "skipped_fp8_k": 0})
             if dt.startswith("fp8") and k % 16:
                 st["skipped_fp8_k"] += 1
@@ -193,8 +193,10 @@ def sweep(profiles: dict[str, Any], out: Path, budget_s: float, fuzz: int, draws
                         st["true_mismatch"] += 1
                 w.writerow([dt, which, m, n, k, key, outcome, done, comps, bad, " | ".join(notes)])
             except Exception as exc:  # noqa: BLE001
-                st["errors"] += 1
-                w.writerow([dt, which, m, n, k, "", "error", 0, 0, "", f"{type(exc).__name__}: {exc}"[:300]])
+                no_algo = type(exc).__name__ == "NoAlgorithmError"
+                st["no_algorithm" if no_algo else "errors"] += 1
+                w.writerow([dt, which, m, n, k, "", "no_algorithm" if no_algo else "error", 0, 0, "",
+                            f"{type(exc).__name__}: {exc}"[:300]])
                 torch.cuda.empty_cache()
             if ci % 50 == 0:
                 fh.flush()
@@ -255,21 +257,22 @@ def main() -> int:
     (out / "summary.yaml").write_text(yaml.safe_dump({"reconstruct": summaries, "sweep": stats,
                                                       "wall_s": round(time.time() - t0, 1)}, sort_keys=False))
     print("\n== reconstruct ==")
-    print(f"{'dtype':10} {'queries':>8} {'answers':>8} {'probed':>7} {'failed':>7} {'left':>5}")
+    print(f"{'dtype':10} {'queries':>8} {'answers':>8} {'probed':>7} {'predicted':>9} {'failed':>7} {'left':>5}")
     for dt, s in summaries.items():
         if "error" in s:
             print(f"{dt:10} ERROR {s['error'][:90]}")
             continue
-        print(f"{dt:10} {s['queries']:8d} {s['answers']:8d} {len(s['probed']):7d} {len(s['failed']):7d} "
-              f"{len(s['skipped_budget']):5d}")
+        print(f"{dt:10} {s['queries']:8d} {s['answers']:8d} {len(s['probed']):7d} {len(s.get('predicted', [])):9d} "
+              f"{len(s['failed']):7d} {len(s['skipped_budget']):5d}")
     print("== sweep ==")
-    print(f"{'dtype':10} {'shapes':>6} {'draws':>6} {'compared':>9} {'notprof':>7} {'tail':>5} {'mismatch':>8} {'err':>4}")
+    print(f"{'dtype':10} {'shapes':>6} {'draws':>6} {'compared':>9} {'notprof':>7} {'tail':>5} {'mismatch':>8} "
+          f"{'noalgo':>6} {'err':>4}")
     for dt, s in stats.items():
         if not isinstance(s, dict):
             print(dt, s)
             continue
         print(f"{dt:10} {s['shapes']:6d} {s['draws']:6d} {s['comparisons']:9d} {s['not_in_profile']:7d} "
-              f"{s['tail_defect']:5d} {s['true_mismatch']:8d} {s['errors']:4d}")
+              f"{s['tail_defect']:5d} {s['true_mismatch']:8d} {s['no_algorithm']:6d} {s['errors']:4d}")
     print(f"wall {time.time() - t0:.0f}s")
     return 0
 
