@@ -128,14 +128,14 @@ class GCNWalk(Walk):
             ):
                 continue
             out.update(self._dst_regs(ins.args[0]))
-            if ins.op.startswith(("v_cmp", "s_cmp", "s_and_saveexec", "s_or_saveexec")) or "_co_" in ins.op:
-                out.update({"vcc", "scc", "exec"})
+            if ins.op.startswith(("v_cmp", "s_cmp")) or "_co_" in ins.op:
+                out.update({"vcc", "scc"})
             if ins.op.startswith("s_"):
                 out.add("scc")
-            if ins.op.startswith(("v_cmpx", "s_and_saveexec", "s_or_saveexec", "s_andn2_saveexec")):
+            if ins.op.startswith(("v_cmpx", "s_and_saveexec", "s_or_saveexec", "s_andn2_saveexec")) or (
+                ins.args[0] == "exec"
+            ):
                 out.add("exec")
-        out.add("exec")
-        out.add("scc")
         return out
 
     def _dst_regs(self, a: str) -> list[str]:
