@@ -167,6 +167,14 @@ def verify_entry(backend: Any, desc: Any, shapes: list[tuple[int, int, int]], *,
 
 
 _BACKENDS: dict[tuple[str, str], Any] = {}
+# inputs are drawn on the CPU and every probe call moves A, B and C: shapes above this many
+# elements are never used to probe or verify (an answer reached only by them is reported)
+MAX_ELEMENTS = 150_000_000
+
+
+def _elements(s: tuple[int, int, int]) -> int:
+    m, n, k = s
+    return m * k + k * n + m * n
 
 
 def _family_key(ans: Any) -> tuple[int, int, bool]:
@@ -207,6 +215,10 @@ def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str,
     out = []
     for task in batch["items"]:
         key, group = task["key"], [tuple(x) for x in task["group"]]
+        if not group:
+            out.append({"key": key, "rep": [0, 0, 0], "group_size": task["group_size"], "status": "failed",
+                        "why": f"every shape reaching this answer has more than {MAX_ELEMENTS} elements"})
+            continue
         shapes = pick(group, 2, task["in_dtype"])
         base = {"key": key, "rep": list(shapes[0]), "group_size": task["group_size"], "kernels": [], "notes": [],
                 "calls": 0, "bad": [], "good": 0, "tried": 0, "seconds": 0.0, "probed": False}
@@ -236,6 +248,9 @@ def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
     t1 = time.time()
     key, group = task["key"], [tuple(x) for x in task["group"]]
     in_dtype = task["in_dtype"]
+    if not group:
+        return {"key": key, "rep": [0, 0, 0], "group_size": task["group_size"], "status": "failed",
+                "why": f"every shape reaching this answer has more than {MAX_ELEMENTS} elements (not probed)"}
     rep = pick(group, 1, in_dtype)[0]
     out: dict[str, Any] = {"key": key, "rep": list(rep), "group_size": task["group_size"], "kernels": [],
                            "notes": [], "calls": 0, "bad": [], "good": 0, "tried": 0}
@@ -325,8 +340,9 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
     def base_task(key: str) -> dict[str, Any]:
         group_all = sc.groups[key]
         # shapes the split-K tail defect hits sum less than K: probe and verify on the others
-        hit = [sh for sh in group_all if _tail_hit(sc.answers[key], sh[2])]
-        group = [sh for sh in group_all if sh not in set(hit)] or group_all
+        small = [sh for sh in group_all if _elements(sh) <= MAX_ELEMENTS]
+        hit = [sh for sh in small if _tail_hit(sc.answers[key], sh[2])]
+        group = [sh for sh in small if sh not in set(hit)] or small
         return {"arch": arch, "in_dtype": in_dtype, "out_dtype": out_dtype, "key": key, "group": group,
                 "defect_shapes": hit[:50],
                 "group_size": len(group_all), "answer": sc.answers[key], "seed": seed,
@@ -396,8 +412,13 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
         fams.setdefault(_family_key(sc.answers[key]), []).append(key)
     reps = {}
     for fk, keys in fams.items():
-        best = min(keys, key=lambda kk: (_informative(pick(sc.groups[kk], 1, in_dtype)[0][2], in_dtype),
-                                         -len(sc.groups[kk])))
+        def rank(kk: str) -> tuple[int, int]:
+            usable = [sh for sh in sc.groups[kk] if _elements(sh) <= MAX_ELEMENTS]
+            if not usable:
+                return (9, 0)
+            return (_informative(pick(usable, 1, in_dtype)[0][2], in_dtype), -len(sc.groups[kk]))
+
+        best = min(keys, key=rank)
         reps[fk] = best
     rep_desc: dict[tuple[int, int, bool], Any] = {}
 
