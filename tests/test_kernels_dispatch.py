@@ -92,3 +92,21 @@ def test_autotune_spaces_load_and_cover_all_m() -> None:
     for m in (1, 16, 17, 64, 256, 257, 100000):
         assert size_class(m).space
     assert len(equivalence_space("tensor_core")) >= 6 and len(equivalence_space("scalar")) >= 3
+
+
+def test_matmul_outside_the_profile_raises_or_falls_back_to_cublas() -> None:
+    torch = pytest.importorskip("torch")
+    from fixbits.kernels.matmul import MatmulUnavailable, matmul
+
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn((4, 32), generator=g).half()
+    b = torch.randn((32, 8), generator=g).half()
+    gate = torch.randn((4, 8), generator=g).half()
+    with pytest.raises(MatmulUnavailable, match="CUDA device"):
+        matmul(a, b)
+    got = matmul(a, b, epilogue="silu_gate", gate=gate, fallback="cublas")
+    want = torch.nn.functional.silu(torch.mm(a, b)) * gate
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16)), "seed=5"
+    assert int((got != 0).sum()) > 0, "seed=5"
+    with pytest.raises(ValueError, match="fallback"):
+        matmul(a, b, fallback="maybe")
