@@ -133,7 +133,7 @@ def _hints(ans: Any, launch: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _dump_evidence(out_dir: Path, in_dtype: str, key: str, rep: tuple[int, int, int], hints: dict[str, Any],
-                   launch: Any, res: Any, cap: int = 20000) -> None:
+                   launch: Any, res: Any, cap: int = 6000) -> None:
     """Every walk and outcome of one probe, for offline replay of the reasoning (small JSON)."""
     d = out_dir / "evidence"
     d.mkdir(parents=True, exist_ok=True)
@@ -275,7 +275,10 @@ def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
         hints = _hints(task["answer"], launch)
         # other K of the same answer pin readings equal at this K; a defect shape, where the
         # split drops its tail, tells the split rule apart from the ceil rule
-        hints["extra_shapes"] = (pick([s for s in group if s != rep and s[2] != rep[2]], 2, in_dtype)
+        by_k: dict[int, tuple[int, int, int]] = {}
+        for sh in pick([s for s in group if s[2] != rep[2]], len(group), in_dtype):
+            by_k.setdefault(sh[2], sh)  # the cheapest shape of each other K
+        hints["extra_shapes"] = (list(by_k.values())[:2]
                                  + pick([tuple(x) for x in task.get("defect_shapes", [])], 1, in_dtype))
         res = probe(backend, *rep, arch=task["arch"], hints=hints, seed=task["seed"],
                     deadline=min(task["deadline"], time.time() + task["per_answer_s"]))
