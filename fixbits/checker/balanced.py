@@ -36,6 +36,7 @@ class Collapser:
     def __init__(self) -> None:
         self.memo: dict[bytes, Span | None] = {}
         self.out_memo: dict[bytes, Node] = {}
+        self.free_memo: dict[bytes, bool] = {}
 
     # ---- proofs -----------------------------------------------------------------------------
     def span(self, n: Node) -> Span | None:
@@ -70,7 +71,15 @@ class Collapser:
                 tkids.append(k)
                 continue
             s = self.span(k)
-            if s is None or s.height != 0:
+            if s is None:
+                # an operand every element shares (the row max of a softmax): a tree that no
+                # thread coordinate enters is the same value in every lane and warp
+                c = self.collapse(k)
+                if self.thread_free(c):
+                    tkids.append(c)
+                    continue
+                return None
+            if s.height != 0:
                 return None
             if start is None:
                 start = s.start
@@ -212,6 +221,23 @@ class Collapser:
         for i, pos in enumerate(free):
             start = start + Poly.sym(lb[pos]).scale(coefs[i])
         return Span(first.template, first.height, start, first.combine)
+
+    def thread_free(self, n: Node) -> bool:
+        """True when no thread coordinate, lane exchange or loop state enters ``n``."""
+        got = self.free_memo.get(n.digest)
+        if got is not None:
+            return got
+        if n.kind in ("shfl", "xwarp", "carried", "ldmatrix", "state", "lanex", "dpp", "undef", "opaque"):
+            res = False
+        elif n.poly is not None:
+            res = not any(
+                x.startswith(("tx", "ty", "tz", "tid.", "Tv:", "D:", "carried:", "IT"))
+                for x in n.poly.symbols()
+            )
+        else:
+            res = all(self.thread_free(k) for k in n.kids)
+        self.free_memo[n.digest] = res
+        return res
 
     # ---- rewrite ------------------------------------------------------------------------------
     def collapse(self, n: Node) -> Node:

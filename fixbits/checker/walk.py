@@ -614,6 +614,14 @@ def relativize(root_addr: Poly, value: Node, param_syms: set[str]) -> tuple[Poly
                         num, den = r
                         rep = Poly({(f"OUT[{'*'.join(ck)}]/{den}",): num})
                         break
+                    # g = num/den * E + c exactly (a neighbour of the output's own element, or a
+                    # bound check written as i + 1 <= N)
+                    g0, c0 = g.const_value(), cp.const_value()
+                    r = _ratio(g - Poly.const(g0), cp - Poly.const(c0))
+                    if r is not None and (r[0] * c0) % r[1] == 0:
+                        num, den = r
+                        rep = Poly({(f"OUT[{'*'.join(ck)}]/{den}",): num}) + Poly.const(g0 - num * c0 // den)
+                        break
             if rep is None:
                 rep = g
             out = out + rep * Poly({inv: 1})
