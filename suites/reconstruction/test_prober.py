@@ -190,10 +190,17 @@ def test_tail_defect_shapes(mnk: tuple[int, int, int], arch: str | None, record_
 
 # -- CPU ------------------------------------------------------------------------------------
 
+MAX_DESCS = 12  # distinct descriptors round-tripped per profile (the CPU gate's time budget)
+
+
 def _entries() -> list[Any]:
+    """One entry per distinct descriptor (most answers share one), shallowest K first."""
     out = []
     for prof in _profiles():
-        for key in sorted(prof.entries):
+        by_desc: dict[str, str] = {}
+        for key in sorted(prof.entries, key=lambda kk: prof.entries[kk].shape[2]):
+            by_desc.setdefault(prof.entries[key].desc.short_hash, key)
+        for key in list(by_desc.values())[:MAX_DESCS]:
             out.append(pytest.param(prof, key, id=f"{prof.filename[:-5]}-{key}"))
     return out
 
@@ -211,6 +218,8 @@ def test_prober_recovers_each_entry_from_the_emulator(prof: ArchProfile | None, 
     m, n, k = entry.shape
     if k > 20000:
         pytest.skip(f"K={k}: too deep to emulate every probe call on CPU in the gate's time")
+    if k < 256:  # the descriptor holds at every K; a shallow one cannot tell readings apart
+        k = 336 if entry.desc.in_dtype.startswith("fp8") else 301
     # the descriptor holds at any M, N: probe a narrow slice so each emulated call stays small
     m2, n2 = (min(m, 48), min(n, 2)) if m >= n else (1, min(n, 48))
     hints = {"splitk_num": entry.desc.k_cuts[0].count} if entry.desc.k_cuts and entry.desc.k_cuts[0].count else {}
