@@ -18,6 +18,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -122,15 +123,21 @@ def _torch_facts() -> dict[str, Any]:
     return facts
 
 
+def parse_driver_release(line: str) -> str | None:
+    """The release number in /proc/driver/nvidia/version's first line, whatever its wording."""
+    found = re.search(r"\s(\d+\.\d+(?:\.\d+)?)(?:\s|$)", line)
+    return found.group(1) if found else None
+
+
 def _driver() -> str | None:
     release = None
     try:
         with open("/proc/driver/nvidia/version") as fh:
             first = fh.readline()
-        # 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Thu ...'
-        tokens = first.split()
-        if "Module" in tokens:
-            release = tokens[tokens.index("Module") + 1]
+        # 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Thu ...' or, for the open
+        # modules, '... Open Kernel Module for x86_64  580.159.04  Release Build ...': take the
+        # first dotted release number, wherever the wording puts it.
+        release = parse_driver_release(first)
     except OSError:
         pass
     api = None
