@@ -30,7 +30,7 @@ if ROOT not in sys.path:
 _STATE: dict[str, Any] = {}
 
 
-def _init_worker() -> None:
+def _init_worker(aot: str = "") -> None:
     import torch
     from triton.compiler.compiler import CompiledKernel
 
@@ -46,6 +46,19 @@ def _init_worker() -> None:
     _STATE["inputs"] = {}
     _STATE["sigs"] = {}
     _STATE["poisoned"] = None
+    _STATE["aot_stats"] = {}
+    _STATE["aot_sigs"] = {}
+    if aot:
+        from pathlib import Path
+
+        from fixbits.checker import aot_store
+
+        aot_store.install(Path(aot), _STATE["aot_stats"])
+        man = Path(aot) / "kernels.jsonl"
+        if man.exists():
+            for line in man.read_text().splitlines():
+                r = json.loads(line)
+                _STATE["aot_sigs"][r["key"]] = r
     torch.cuda.init()
 
 
@@ -85,7 +98,8 @@ def _run_case(task: dict[str, Any]) -> dict[str, Any]:
         cfg = Config(tuple(tuple(b) for b in task["blocks"]), task["num_warps"], task["num_stages"])
         shape = dict(task["shape"])
         hashes = []
-        kernels_ptx: list[str] = []
+        kernels_ptx: list[str | None] = []
+        kernels_obj: list[Any] = []
         nonzero = False
         for i, (kind, seed) in enumerate(task["draws"]):
             inputs = _inputs(mod, task["kernel"], shape, task["dtype"], kind, seed)
@@ -94,7 +108,9 @@ def _run_case(task: dict[str, Any]) -> dict[str, Any]:
             outs = mod.launch(inputs, shape, cfg, task["pinned"], **dict(task["launch_kwargs"]))
             torch.cuda.synchronize()
             if i == 0:
-                kernels_ptx = [k.asm["ptx"] for k in launched]
+                kernels_obj = list(launched)
+                kernels_ptx = [k.asm.get("ptx") for k in launched]
+                out["aot_hits"] = sum(1 for k in launched if "ptx" not in k.asm)
                 out["compile_s"] = round(time.time() - t0, 3)
             h = hashlib.sha256()
             for name in sorted(outs):
@@ -110,9 +126,21 @@ def _run_case(task: dict[str, Any]) -> dict[str, Any]:
             hashes.append(h.hexdigest()[:24])
         t1 = time.time()
         parts = []
+        ptx_shas: list[str] = []
         fallbacks = []
         physical = False
-        for ptx in kernels_ptx:
+        for k_obj, ptx in zip(kernels_obj, kernels_ptx, strict=True):
+            pre = _STATE["aot_sigs"].get(getattr(k_obj, "hash", None)) if ptx is None else None
+            if pre is not None:
+                parts.append(pre["digest"] if pre["digest"] is not None else f"nondet:{task['id']}")
+                if pre["fallback"]:
+                    fallbacks.append(pre["fallback"])
+                physical = physical or pre["physical"]
+                ptx_shas.append(pre["ptx_sha"])
+                continue
+            if ptx is None:
+                ptx = ""
+            ptx_shas.append(hashlib.sha256(ptx.encode()).hexdigest()[:16])
             key = hashlib.sha256(ptx.encode()).hexdigest()
             sig = _STATE["sigs"].get(key)
             if sig is None:
@@ -126,7 +154,7 @@ def _run_case(task: dict[str, Any]) -> dict[str, Any]:
             physical = physical or sig[2]
         out["check_s"] = round(time.time() - t1, 4)
         out["sig"] = hashlib.sha256("|".join(parts).encode()).hexdigest()[:24] if parts else None
-        out["ptx_sha"] = [hashlib.sha256(p.encode()).hexdigest()[:16] for p in kernels_ptx]
+        out["ptx_sha"] = ptx_shas
         out["fallbacks"] = fallbacks
         out["physical"] = physical
         out["bytes"] = "/".join(hashes)
@@ -152,6 +180,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated kernel names")
     ap.add_argument("--max-cases", type=int, default=0)
     ap.add_argument("--dry-run", action="store_true", help="list the planned configs per kernel and exit")
+    ap.add_argument(
+        "--aot",
+        default="",
+        help="a store of kernels compiled ahead of time (--build-aot): the workers load them instead of compiling",
+    )
+    ap.add_argument(
+        "--build-aot",
+        default="",
+        help="CPU pre-step: compile every planned config for sm_90 into this store and exit (resumable)",
+    )
+    ap.add_argument("--ptx-dir", default="", help="with --build-aot: also keep each kernel's PTX here")
     args = ap.parse_args(argv)
     t_start = time.time()
     os.makedirs(args.out, exist_ok=True)
@@ -193,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
                 "draws": draws,
             }
         )
+    if args.build_aot:
+        from fixbits.checker.aot_build import build
+
+        return build(tasks, args.build_aot, args.ptx_dir or None, args.budget_s, args.workers or 2)
     if args.dry_run:
         counts: dict[str, int] = {}
         for t in tasks:
@@ -202,6 +245,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"total {len(tasks)} configs x {len(draws)} draws")
         return 0
     workers = args.workers or max(1, min(15, (os.cpu_count() or 2) - 1))
+    aot = args.aot
+    if aot.endswith((".tar.xz", ".tar.gz", ".tar")):
+        import tarfile
+        import tempfile
+
+        tmp = tempfile.mkdtemp(prefix="fixbits_aot_")
+        with tarfile.open(aot) as tf:
+            tf.extractall(tmp, filter="data")
+        subs = [d for d in os.listdir(tmp) if os.path.isdir(os.path.join(tmp, d))]
+        aot = os.path.join(tmp, subs[0]) if len(subs) == 1 else tmp
+        print(f"aot store unpacked to {aot} in {time.time() - t_start:.1f}s", flush=True)
+    args.aot = aot
     print(
         f"checker_soundness: {len(tasks)} configs, {workers} workers, budget {args.budget_s:.0f}s", flush=True
     )
@@ -210,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     deadline = t_start + args.budget_s - 15
     cut = False
     with open(os.path.join(args.out, "checker_soundness_cases.jsonl"), "w") as fh:
-        pool = ctx.Pool(workers, initializer=_init_worker)
+        pool = ctx.Pool(workers, initializer=_init_worker, initargs=(args.aot,))
         try:
             it = pool.imap_unordered(_run_case, tasks, chunksize=1)
             while True:
@@ -228,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(r)
                 slim = {k: v for k, v in r.items() if k != "trace"}
                 fh.write(json.dumps(slim) + "\n")
+                fh.flush()  # partial results survive a kill
                 if len(results) % 250 == 0:
                     print(f"  {len(results)}/{len(tasks)} done, {time.time() - t_start:.0f}s", flush=True)
         finally:
@@ -250,7 +306,15 @@ def main(argv: list[str] | None = None) -> int:
             by_sig: dict[str, set[str]] = {}
             for r in rs:
                 by_sig.setdefault(r["sig"], set()).add(r["bytes"])
-            bad = [[r["label"] for r in rs if r["sig"] == s] for s, bs in by_sig.items() if len(bs) > 1][:3]
+            # every impure checker class, its members split by their bytes: each cross pair is a false equal
+            bad = [
+                {b: [r["label"] for r in rs if r["sig"] == s and r["bytes"] == b] for b in sorted(bs)}
+                for s, bs in by_sig.items()
+                if len(bs) > 1
+            ]
+        true_members: dict[str, list[str]] = {}
+        for r in rs:
+            true_members.setdefault(r["bytes"][:24], []).append(r["label"])
         table.append(
             {
                 "kernel": kernel,
@@ -266,8 +330,13 @@ def main(argv: list[str] | None = None) -> int:
                 "physical": sum(1 for r in rs if r["physical"]),
                 "all_zero_outputs": sum(1 for r in rs if not r["nonzero"]),
                 "impure_examples": bad,
+                "true_class_members": true_members,
+                "aot_hits": sum(r.get("aot_hits", 0) for r in rs),
+                "kernels_launched": sum(r["n_kernels"] for r in rs),
                 "check_files_per_s": round(
-                    sum(r["n_kernels"] for r in rs) / max(1e-9, sum(r["check_s"] for r in rs)), 1
+                    sum(r["n_kernels"] - r.get("aot_hits", 0) for r in rs)
+                    / max(1e-9, sum(r["check_s"] for r in rs)),
+                    1,
                 ),
             }
         )
@@ -281,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": round(time.time() - t_start, 1),
         "draws": draws,
         "workers": workers,
+        "aot_store": args.aot or None,
+        "aot_hits_total": sum(r.get("aot_hits", 0) for r in ok),
+        "kernels_launched_total": sum(r.get("n_kernels", 0) for r in ok),
         "table": table,
         "error_examples": [{k: r.get(k) for k in ("kernel", "dtype", "label", "error")} for r in errors[:20]],
     }

@@ -1,0 +1,116 @@
+"""CPU pre-step of the soundness gate: compile the planned configs for sm_90 into an AOT store.
+
+Resumable (a case already in the store's cases.jsonl is skipped) and bounded by a time budget,
+with worker processes. Each kernel's checker signature is computed here from its PTX and kept
+with its key (kernels.jsonl), so the device neither compiles nor walks PTX; the PTX itself can
+be kept outside the store (ptx_dir) for re-checking with a later checker against the device's bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+_W: dict[str, Any] = {}
+
+
+def _init(store: str, ptx_dir: str | None) -> None:
+    os.environ.setdefault("TRITON_CACHE_DIR", str(Path(store).parent / ".aot_triton_cache"))
+    _W["store"] = Path(store)
+    _W["ptx_dir"] = Path(ptx_dir) if ptx_dir else None
+
+
+def _one(task: dict[str, Any]) -> dict[str, Any]:
+    import importlib
+
+    from fixbits.checker import aot_store
+    from fixbits.checker.api import signature
+    from fixbits.checker.compile import capture_launches, gpu_target
+    from fixbits.corpus.common import Config, to_device
+
+    out: dict[str, Any] = {k: task[k] for k in ("id", "kernel", "dtype", "label")}
+    t0 = time.time()
+    try:
+        mod = importlib.import_module(task["module"])
+        shape = dict(task["shape"])
+        host = mod.make_inputs(shape, task["dtype"], "ordinary", 0)
+        inputs = {k: to_device(v, "cpu") for k, v in host.items()}
+        cfg = Config(tuple(tuple(b) for b in task["blocks"]), task["num_warps"], task["num_stages"])
+        with aot_store.recording(_W["store"]) as keys, capture_launches(gpu_target("sm_90")) as got:
+            mod.launch(inputs, shape, cfg, task["pinned"], **dict(task["launch_kwargs"]))
+        kernels = []
+        for key, c in zip(keys, got, strict=True):
+            sha = hashlib.sha256(c.asm.encode()).hexdigest()[:16]
+            if _W["ptx_dir"] is not None:
+                _W["ptx_dir"].mkdir(parents=True, exist_ok=True)
+                (_W["ptx_dir"] / f"{sha}.ptx").write_text(c.asm)
+            s = signature(c.asm, c.isa)
+            kernels.append(
+                {
+                    "key": key,
+                    "ptx_sha": sha,
+                    "digest": s.digest if s.deterministic else None,
+                    "fallback": s.fallback,
+                    "physical": s.physical,
+                }
+            )
+        out["kernels"] = kernels
+    except Exception as e:  # noqa: BLE001 - a config that does not compile is reported, the rest go on
+        out["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    out["wall_s"] = round(time.time() - t0, 3)
+    return out
+
+
+def build(tasks: list[dict[str, Any]], store: str, ptx_dir: str | None, budget_s: float, workers: int) -> int:
+    root = Path(store)
+    root.mkdir(parents=True, exist_ok=True)
+    cases_path = root / "cases.jsonl"
+    kern_path = root / "kernels.jsonl"
+    done = set()
+    if cases_path.exists():
+        for line in cases_path.read_text().splitlines():
+            r = json.loads(line)
+            if "error" not in r:
+                done.add((r["kernel"], r["dtype"], r["label"]))
+    todo = [t for t in tasks if (t["kernel"], t["dtype"], t["label"]) not in done]
+    print(f"aot build: {len(tasks)} planned, {len(done)} in store, {len(todo)} to compile", flush=True)
+    t_start = time.time()
+    deadline = t_start + budget_s
+    n = 0
+    ctx = mp.get_context("spawn")
+    with open(cases_path, "a") as cf, open(kern_path, "a") as kf:
+        pool = ctx.Pool(workers, initializer=_init, initargs=(store, ptx_dir))
+        try:
+            it = pool.imap_unordered(_one, todo, chunksize=1)
+            while True:
+                remaining = deadline - time.time()
+                if remaining <= 0:
+                    break
+                try:
+                    r = it.next(timeout=remaining)
+                except (StopIteration, mp.TimeoutError):
+                    break
+                cf.write(
+                    json.dumps(
+                        {k: v for k, v in r.items() if k != "kernels"}
+                        | {"keys": [k["key"] for k in r.get("kernels", [])]}
+                    )
+                    + "\n"
+                )
+                for k in r.get("kernels", []):
+                    kf.write(json.dumps(k) + "\n")
+                cf.flush()
+                kf.flush()
+                n += 1
+                if n % 100 == 0:
+                    print(f"  {n}/{len(todo)} compiled, {time.time() - t_start:.0f}s", flush=True)
+        finally:
+            pool.terminate()
+            pool.join()
+    print(f"aot build: {n} compiled in {time.time() - t_start:.0f}s", flush=True)
+    return 0
