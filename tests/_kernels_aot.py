@@ -28,3 +28,47 @@ def compile_ptx(fn: Any, types: dict[str, str], constexprs: dict[str, Any], *, n
     opts = {"num_warps": num_warps, "num_stages": num_stages, "enable_fp_fusion": False}
     k = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=opts)
     return k.asm["ptx"]
+
+
+class Sm90Launches:
+    """While active, every ``kernel[grid](...)`` launch compiles for sm_90 instead of running.
+
+    The arguments go through Triton's own runtime binder (the specialisation of ints equal to
+    1, pointer alignment, None, tensor descriptors), so a kernel that compiles here compiles on
+    the GPU with the same host code; the compiled kernels are kept in ``self.kernels``.
+    """
+
+    def __init__(self, arch: int = 90) -> None:
+        self.arch = arch
+        self.kernels: list[Any] = []
+        self._saved: Any = None
+
+    def __enter__(self) -> Sm90Launches:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource, make_backend
+        from triton.compiler import compile as tcompile
+        from triton.runtime import jit
+
+        target = GPUTarget("cuda", self.arch, 64)
+        backend = make_backend(target)
+        binders: dict[Any, Any] = {}
+        sink = self.kernels
+
+        def run(fn: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+            kwargs["debug"] = False
+            if fn not in binders:
+                binders[fn] = jit.create_function_from_signature(fn.signature, fn.params, backend)
+            bound, spec, options = binders[fn](*args, **kwargs)
+            options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, spec, options)
+            k = tcompile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
+            sink.append(k)
+            return k
+
+        self._saved = jit.JITFunction.run
+        jit.JITFunction.run = run  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from triton.runtime import jit
+
+        jit.JITFunction.run = self._saved  # type: ignore[method-assign]

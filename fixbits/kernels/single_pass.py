@@ -36,8 +36,8 @@ FAMILY = "single_pass"
 
 @triton.jit
 def _single_pass_kernel(
-    a_ptr, b_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr, a_desc, b_desc,
-    stride_rm, stride_rn, stride_gm, stride_gn,
+    a_ptr, b_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr,
+    stride_rm, stride_rn, stride_gm, stride_gn, a_desc, b_desc,
     M, N, K, sam, sak, sbk, sbn, som, son,
     ep_scale0, ep_scale1, ep_scale2, ep_scale3,
     STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, PROMO: tl.constexpr, GROUPS: tl.constexpr,
@@ -73,8 +73,8 @@ def _single_pass_kernel(
 
 @triton.jit
 def _single_pass_persistent_kernel(
-    a_ptr, b_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr, a_desc, b_desc,
-    stride_rm, stride_rn, stride_gm, stride_gn,
+    a_ptr, b_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr,
+    stride_rm, stride_rn, stride_gm, stride_gn, a_desc, b_desc,
     M, N, K, sam, sak, sbk, sbn, som, son, num_programs,
     ep_scale0, ep_scale1, ep_scale2, ep_scale3,
     STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, RES_FIRST: tl.constexpr,
@@ -177,11 +177,17 @@ def launch_tile_kernel(
 
 
 def tma_descriptors(
-    desc: GEMMDesc, a: torch.Tensor, b: torch.Tensor, cfg: KernelConfig
+    desc: GEMMDesc, a: torch.Tensor, b: torch.Tensor, cfg: KernelConfig, *, require_cuda: bool = True
 ) -> tuple[Any, Any, bool]:
     """Host tensor descriptors when the config asks for TMA and the operands allow it, else
-    (None, None, False): the pointer path computes the same dots, so this is a speed choice."""
-    if not cfg.USE_TMA or promo_of(desc) or not a.is_cuda or desc.instruction_k != hw_k(desc):
+    (None, None, False): the pointer path computes the same dots, so this is a speed choice.
+    ``require_cuda=False`` lets the CPU tests compile the TMA body ahead of time."""
+    if (
+        not cfg.USE_TMA
+        or promo_of(desc)
+        or desc.instruction_k != hw_k(desc)
+        or (require_cuda and not a.is_cuda)
+    ):
         return None, None, False
     from triton.tools.tensor_descriptor import TensorDescriptor
 

@@ -1,0 +1,180 @@
+"""Every autotune config of every kernel family, and every fused epilogue, compiles for sm_90.
+
+The launches go through the real host code (fixbits.kernels.*_matmul) and Triton's own
+runtime binder (tests/_kernels_aot.Sm90Launches), so a signature or argument-order mistake
+fails here as it would on the GPU. The fast tier covers every config of the tensor-core
+space on the single-pass kernel (both B layouts for the TMA ones, a pointer-reading epilogue)
+and every epilogue op on every kernel; the `slow` tier runs every config x family x dtype.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from _kernels_aot import Sm90Launches  # noqa: E402
+
+from fixbits.desc import EpilogueOp, GEMMDesc, KCut  # noqa: E402
+from fixbits.kernels.epilogue import EP_CODES  # noqa: E402
+
+TC = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp32")
+FMA = GEMMDesc(arch="sm_90", instruction="fma", instruction_k=1, in_dtype="fp16", out_dtype="fp32")
+FP8 = dict(in_dtype="fp8_e4m3", instruction_k=32, k_loop_step=128)
+
+TC_FAMILIES: dict[str, GEMMDesc] = {
+    "single_pass": TC,
+    "per_mma": TC.replace(use_fast_accum=False, promotion_interval=4, residue="first"),
+    "splitk": TC.replace(k_cuts=(KCut("contiguous", count=4),)),
+    "splitk_per_mma": TC.replace(
+        k_cuts=(KCut("contiguous", count=3, granule=64),), use_fast_accum=False, promotion_interval=2
+    ),
+    "mma_k8": TC.replace(instruction="mma", instruction_k=8),
+}
+IN_DTYPES = ("fp16", "bf16", "fp8_e4m3")
+# the epilogue that reads every tensor argument (bias, gate, residual) plus a scale
+POINTER_EP = (EpilogueOp("bias"), EpilogueOp("silu_gate"), EpilogueOp("residual"), EpilogueOp("scale", 0.5))
+M, N, K = 192, 320, 1024
+
+
+def _desc_for(base: GEMMDesc, in_dtype: str, out_dtype: str, ep: tuple[EpilogueOp, ...]) -> GEMMDesc:
+    if in_dtype.startswith("fp8") and base.instruction != "fma":
+        return base.replace(
+            **FP8, out_dtype=out_dtype, epilogue=ep, promotion_interval=base.promotion_interval and 4
+        )
+    return base.replace(in_dtype=in_dtype, out_dtype=out_dtype, epilogue=ep)
+
+
+def _operands(desc: GEMMDesc, *, b_t: bool = False, m: int = M, n: int = N, k: int = K) -> dict[str, Any]:
+    from fixbits.kernels._host import torch_dtype
+
+    dt, ot = torch_dtype(desc.in_dtype), torch_dtype(desc.out_dtype)
+    a = torch.zeros((m, k), dtype=dt)
+    b = torch.zeros((n, k), dtype=dt).t() if b_t else torch.zeros((k, n), dtype=dt)
+    return dict(
+        a=a, b=b, bias=torch.zeros((n,), dtype=ot), gate=torch.zeros((m, n), dtype=ot),
+        residual=torch.zeros((m, n), dtype=ot),
+    )  # fmt: skip
+
+
+def _compile(desc: GEMMDesc, config: Any = None, *, b_t: bool = False, **shape: int) -> int:
+    """Run the family launcher of ``desc`` under Sm90Launches; return how many kernels compiled."""
+    import fixbits.kernels.single_pass as sp
+    from fixbits.kernels.dispatch import choose_kernel
+
+    ops = _operands(desc, b_t=b_t, **shape)
+    a, b = ops.pop("a"), ops.pop("b")
+    fn = choose_kernel(desc, a.shape[0], b.shape[1]).load()
+    kw: dict[str, Any] = {k: v for k, v in ops.items()}
+    if config is not None:
+        kw["config"] = config
+    orig = sp.tma_descriptors
+    sp.tma_descriptors = functools.partial(orig, require_cuda=False)  # type: ignore[assignment]
+    orig_sms = sp.num_sms
+    sp.num_sms = lambda device: 132  # type: ignore[assignment]
+    try:
+        with Sm90Launches() as launches:
+            fn(a, b, desc, **kw)
+    finally:
+        sp.tma_descriptors = orig  # type: ignore[assignment]
+        sp.num_sms = orig_sms  # type: ignore[assignment]
+    assert launches.kernels, "no kernel was launched"
+    for k in launches.kernels:
+        assert "ptx" in k.asm and k.asm["ptx"], "empty PTX"
+    return len(launches.kernels)
+
+
+def _all_tc_configs() -> list[Any]:
+    from fixbits.kernels._host import KernelConfig
+    from fixbits.kernels.tuning import equivalence_space, tensor_core_classes
+
+    seen: dict[str, Any] = {}
+    for cls in tensor_core_classes():
+        for cfg in (cls.default, *cls.space):
+            seen.setdefault(cfg.label(), cfg)
+    for raw in equivalence_space("tensor_core"):
+        cfg = KernelConfig.from_dict(raw)
+        seen.setdefault(cfg.label(), cfg)
+    return [seen[k] for k in sorted(seen)]
+
+
+def _label(cfg: Any) -> str:
+    return str(cfg.label())
+
+
+CONFIGS = _all_tc_configs()
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_label)
+def test_every_tensor_core_config_compiles_with_every_pointer_argument(cfg: Any) -> None:
+    desc = _desc_for(TC, "fp16", "fp16", POINTER_EP)
+    _compile(desc, cfg)
+    if cfg.USE_TMA:  # the B^T descriptor path too
+        _compile(desc, cfg, b_t=True)
+
+
+@pytest.mark.parametrize("op", sorted(EP_CODES))
+def test_every_epilogue_op_compiles_on_the_single_pass_kernel(op: str) -> None:
+    from fixbits.kernels._host import KernelConfig
+
+    ep = (EpilogueOp(op, 0.25 if op == "scale" else None),)
+    cfg = KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3, USE_TMA=1)
+    _compile(_desc_for(TC, "bf16", "bf16", ep), cfg)
+
+
+@pytest.mark.parametrize(
+    "family", ["splitk", "splitk_per_mma", "persistent", "gemv_contiguous", "gemv_workspace"]
+)
+def test_every_epilogue_kernel_compiles_with_every_pointer_argument(family: str) -> None:
+    from fixbits.kernels._host import KernelConfig
+
+    if family == "persistent":
+        cfg = KernelConfig(
+            BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3, USE_TMA=1, PERSISTENT=1
+        )
+        _compile(_desc_for(TC, "fp16", "fp16", POINTER_EP), cfg)
+        return
+    if family.startswith("gemv"):
+        base = FMA.replace(k_cuts=(KCut("contiguous", count=4), KCut("contiguous", span=16)))
+        shape = dict(m=4, n=64, k=512) if family == "gemv_workspace" else dict(m=4, n=4096, k=512)
+        _compile(_desc_for(base, "fp16", "fp16", POINTER_EP), **shape)
+        return
+    _compile(_desc_for(TC_FAMILIES[family], "fp16", "bf16", POINTER_EP))
+
+
+@pytest.mark.parametrize("in_dtype", IN_DTYPES)
+@pytest.mark.parametrize("family", sorted(TC_FAMILIES))
+def test_every_family_compiles_for_every_input_dtype(family: str, in_dtype: str) -> None:
+    if family == "mma_k8" and in_dtype.startswith("fp8"):
+        pytest.skip("instruction=mma has no fp8 form on sm_90 (dispatch refuses it)")
+    out = "bf16" if in_dtype.startswith("fp8") else "fp32"
+    _compile(_desc_for(TC_FAMILIES[family], in_dtype, out, ()))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("in_dtype", IN_DTYPES)
+@pytest.mark.parametrize("family", sorted(TC_FAMILIES))
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_label)
+def test_every_config_of_every_family_and_dtype_compiles(cfg: Any, family: str, in_dtype: str) -> None:
+    if family == "mma_k8" and in_dtype.startswith("fp8"):
+        pytest.skip("instruction=mma has no fp8 form on sm_90 (dispatch refuses it)")
+    out = "fp16" if in_dtype == "fp16" else "bf16"
+    _compile(_desc_for(TC_FAMILIES[family], in_dtype, out, POINTER_EP), cfg)
+
+
+def test_every_epilogue_kernel_takes_the_epilogue_arguments_in_kernel_args_order() -> None:
+    """EpilogueArgs.kernel_args is splatted positionally: the kernels must name them in that order."""
+    from fixbits.kernels import _scalar, gemv_workspace, single_pass, splitk
+
+    want = ["bias_ptr", "res_ptr", "gate_ptr", "stride_rm", "stride_rn", "stride_gm", "stride_gn"]
+    for kern in (
+        single_pass._single_pass_kernel, single_pass._single_pass_persistent_kernel, splitk._splitk_merge_kernel,
+        _scalar._scalar_nest_kernel, gemv_workspace._ws_merge_kernel,
+    ):  # fmt: skip
+        names = list(kern.arg_names)
+        i = names.index("bias_ptr")
+        assert names[i : i + len(want)] == want, f"{kern}: {names[i : i + len(want)]}"
