@@ -422,6 +422,9 @@ class LoopSummary:
         self._full_cache: tuple[Node, dict[str, int]] | None = None
         self._single: bool | None = None
         self._refs_memo: dict[bytes, tuple[str, ...]] = {}
+        # keys depend only on the carried-register order: many outputs of one loop share it
+        self._key_memo: dict[tuple[str, ...], Node] = {}
+        self._rename_memo: dict[tuple[bytes, tuple[int, ...]], Node] = {}
 
     def _refs(self, n: Node) -> tuple[str, ...]:
         """Carried registers ``n`` reads, in first-use order (memoised per node)."""
@@ -469,23 +472,31 @@ class LoopSummary:
         got = memo.get(n.digest)
         if got is not None:
             return got
-        if n.kind == "carried":
-            out = Node("state", (names[str(n.attrs[0])],))
-        elif n.poly is not None:
-            p = n.poly
-            for s in sorted(p.symbols()):
-                if s.startswith("carried:"):
-                    p = p.substitute(s, Poly.sym(f"S{names[s[8:]]}@{self.depth}"))
-            out = int_node(p) if p is not n.poly else n
-        elif not n.kids:
-            out = n
-        else:
-            kids = tuple(self.rename(k, names, memo) for k in n.kids)
-            out = (
-                n
-                if all(a is b for a, b in zip(kids, n.kids, strict=False))
-                else Node(n.kind, n.attrs, kids, n.poly)
-            )
+        refs = self._refs(n)
+        if not refs:
+            memo[n.digest] = n  # reads no carried register: nothing to rename below
+            return n
+        # the renamed tree depends only on the names of the registers it reads: share it
+        # between the keys of one loop
+        gkey = (n.digest, tuple(names[r] for r in refs))
+        out = self._rename_memo.get(gkey)
+        if out is None:
+            if n.kind == "carried":
+                out = Node("state", (names[str(n.attrs[0])],))
+            elif n.poly is not None:
+                p = n.poly
+                for s in sorted(p.symbols()):
+                    if s.startswith("carried:"):
+                        p = p.substitute(s, Poly.sym(f"S{names[s[8:]]}@{self.depth}"))
+                out = int_node(p) if p is not n.poly else n
+            else:
+                kids = tuple(self.rename(k, names, memo) for k in n.kids)
+                out = (
+                    n
+                    if all(a is b for a, b in zip(kids, n.kids, strict=False))
+                    else Node(n.kind, n.attrs, kids, n.poly)
+                )
+            self._rename_memo[gkey] = out
         memo[n.digest] = out
         return out
 
@@ -538,6 +549,10 @@ class LoopSummary:
     def key_for(self, starts: list[Node], first: str | None = None, order: list[str] | None = None) -> Node:
         if order is None:
             order = self.closure(starts, first)
+        ok = tuple(order)
+        got = self._key_memo.get(ok)
+        if got is not None:
+            return got
         names = {r: i for i, r in enumerate(order)}
         memo: dict[bytes, Node] = {}
         slots = []
@@ -545,7 +560,9 @@ class LoopSummary:
             init = self.init.get(r, Node("undef", ()))
             upd = self.upd.get(r, Node("undef", ()))
             slots.append(Node("slot", (), (init, self.rename(upd, names, memo))))
-        return Node("loop", (self.depth,), (self.rename(self.cond, names, memo),) + tuple(slots))
+        key = Node("loop", (self.depth,), (self.rename(self.cond, names, memo),) + tuple(slots))
+        self._key_memo[ok] = key
+        return key
 
     def out(self, r: str, has_mma: bool) -> Node:
         upd = self.upd[r]
