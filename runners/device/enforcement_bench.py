@@ -1,15 +1,21 @@
-"""Benchmark every corpus kernel pinned vs free on the GPU, both autotuned over the same space.
+"""Time every corpus (kernel, dtype) pinned vs free, each mode autotuned over its own space.
 
-    PYTHONPATH=<repo> python3 runners/device/enforcement_bench.py --out DIR [--budget-s 300]
+    PYTHONPATH=<repo> python3 runners/device/enforcement_bench.py --out DIR [--budget-s 150]
+    TRITON_INTERPRET=1 ... --device cpu   (pipeline smoke test on small shapes; times mean nothing)
 
-Repeats the measurement of a pair until the spread of the pinned/free ratio over rounds is at
-most --target-spread (or --max-rounds). Writes DIR/enforcement_bench.{csv,md,png,yaml}; prints the
-table last.
+Why this order: pairs never timed before (no row in benchmarks/enforcement/*/speed_*.csv) come
+first, then the slowest of earlier runs, so a short budget still covers what is unknown or bad.
+Compiles run first on a process pool (disk cache; a hot cache from enforcement_check makes this
+cheap). Each pair gets a time slice (what is left over the pairs left); fixbits.corpus.timing
+does the autotune and the rounds. DIR/enforcement_bench.{csv,md,yaml} are rewritten after every
+pair, the plot (png) at the end; the table is printed last.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import os
 import sys
 import time
 from pathlib import Path
@@ -18,14 +24,16 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+HISTORY_GLOB = "benchmarks/enforcement/*/speed_*.csv"
 
 
-def _warm(name: str, dtype: str, explore: bool) -> str:
-    """Compile (launch once) every config of both modes, so the timing process hits the cache."""
+def _warm(name: str, dtype: str) -> str:
+    """Compile (launch once) every config of both modes and the variants, so timing hits the cache."""
     import torch
 
     from fixbits.corpus.common import to_device
     from fixbits.corpus.registry import entry
+    from fixbits.corpus.timing import jobs_for
 
     t0 = time.time()
     e = entry(name)
@@ -33,128 +41,151 @@ def _warm(name: str, dtype: str, explore: bool) -> str:
     shape = e.shape_dict()
     inputs = {k: to_device(v, "cuda") for k, v in mod.make_inputs(shape, dtype, "ordinary", 0).items()}
     bad = []
-    jobs = [(how, cfg) for cfg in e.configs(explore=explore) for how in (True, False)]
-    jobs += [(vn, c) for vn, _ in e.variants for c in e.variant_configs(vn)]
-    for how, cfg in jobs:
+    for job in jobs_for(e):
         try:
-            mod.launch(inputs, shape, cfg, how, aux=False)
+            mod.launch(inputs, shape, job.cfg, job.how, aux=False)
         except Exception as ex:
-            bad.append(f"{how} {cfg.label()}: {type(ex).__name__}: {str(ex).splitlines()[:2]}")
+            bad.append(f"{job.mode} {job.label}: {type(ex).__name__}: {str(ex).splitlines()[:2]}")
     torch.cuda.synchronize()
-    return f"warm {name}/{dtype}: {time.time() - t0:.0f}s" + ("".join(f"\n   {b}" for b in bad))
+    return f"warm {name}/{dtype}: {time.time() - t0:.0f}s" + "".join(f"\n   {b}" for b in bad)
 
 
-def main() -> int:
+def history(paths: list[Path]) -> dict[tuple[str, str], float]:
+    """Ratio per (kernel, dtype) in earlier runs (latest file wins)."""
+    out: dict[tuple[str, str], float] = {}
+    for p in sorted(paths):
+        with open(p, newline="") as fh:
+            for row in csv.DictReader(fh):
+                try:
+                    out[(row["kernel"], row["dtype"])] = float(row["ratio"])
+                except (KeyError, ValueError):
+                    continue
+    return out
+
+
+def priority(pairs: list[tuple[str, str]], seen: dict[tuple[str, str], float]) -> list[tuple[str, str]]:
+    """Never timed first (corpus order), then timed ones slowest first."""
+    new = [p for p in pairs if p not in seen]
+    old = sorted((p for p in pairs if p in seen), key=lambda p: seen[p])
+    return new + old
+
+
+def _row(res: object, budget: float, timed_before: float | None) -> dict:
+    from benchmarks.enforcement.report import verdict
+
+    r = res  # SpeedResult
+    return {"kernel": r.kernel, "dtype": r.dtype, "free_us": r.free.best_us, "pinned_us": r.pinned.best_us,
+            "ratio": r.ratio, "spread": r.spread, "rounds": len(r.rounds), "budget": budget,
+            "verdict": verdict(r.ratio, budget), "free_best": r.free.best_config, "pinned_best": r.pinned.best_config,
+            "auto_ratio": r.auto_ratio, "rotate": r.rotate, "finished": r.finished, "seconds": r.seconds,
+            "before": "" if timed_before is None else round(timed_before, 4), "errors": len(r.errors)}
+
+
+def _write(out: Path, rows: list[dict], details: list[dict], head: str, left: list[str]) -> str:
+    from benchmarks.enforcement.report import markdown, write_csv
+
+    write_csv(rows, out / "enforcement_bench.csv")
+    md = markdown(rows, head)
+    if left:
+        md += f"\nNot measured (budget): {', '.join(left)}\n"
+    (out / "enforcement_bench.md").write_text(md)
+    (out / "enforcement_bench.yaml").write_text(yaml.safe_dump(details, sort_keys=False))
+    return md
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--budget-s", type=float, default=300.0)
-    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--budget-s", type=float, default=150.0)
+    ap.add_argument("--only", nargs="*", default=None, help="kernel names")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 4), help="precompile processes (0: none)")
+    ap.add_argument("--precompile-share", type=float, default=0.4, help="most of the budget the precompile may use")
+    ap.add_argument("--screen-reps", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=40)
+    ap.add_argument("--top-k", type=int, default=2)
     ap.add_argument("--min-rounds", type=int, default=3)
-    ap.add_argument("--max-rounds", type=int, default=7)
-    ap.add_argument("--target-spread", type=float, default=0.03)
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--workers", type=int, default=16, help="processes that precompile (0: none)")
-    ap.add_argument("--no-explore", action="store_true", help="skip the widened-space pass")
-    args = ap.parse_args()
+    ap.add_argument("--max-rounds", type=int, default=9)
+    ap.add_argument("--target-spread", type=float, default=0.02)
+    ap.add_argument("--history", nargs="*", type=Path, default=None, help=f"earlier speed CSVs (default {HISTORY_GLOB})")
+    args = ap.parse_args(argv)
     t0 = time.time()
+    if args.device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
+        args.workers = 0
     args.out.mkdir(parents=True, exist_ok=True)
 
-    import statistics
-
-    from benchmarks.enforcement.report import markdown, plot, verdict, write_csv
-    from fixbits.corpus.registry import budget, pairs
+    from benchmarks.enforcement.report import plot
+    from fixbits.corpus.registry import budget, entry, pairs
     from fixbits.corpus.timing import measure_pair
 
-    # kernels with pinned variants first (they carry the layout work), then the generated ones
-    todo = sorted(((e, d) for e, d in pairs() if not args.only or e.name in args.only),
-                  key=lambda ed: (not ed[0].variants, not ed[0].name.startswith("inductor_gen")))
-    explore_of = {(e.name, d): (not args.no_explore and bool(e.explore) and d == e.dtypes[0]) for e, d in todo}
-    if args.workers > 0:
+    hist = history(args.history if args.history is not None else list(REPO.glob(HISTORY_GLOB)))
+    names = [(e.name, d) for e, d in pairs() if not args.only or e.name in args.only]
+    todo = priority(names, hist)
+    print(f"{len(todo)} pairs, {sum(1 for p in todo if p not in hist)} never timed; budget {args.budget_s:.0f}s",
+          flush=True)
+    if args.workers > 0 and args.device == "cuda":
         import concurrent.futures as cf
         import multiprocessing as mp
 
-        print(f"precompiling {len(todo)} pairs on {args.workers} processes", flush=True)
-        with cf.ProcessPoolExecutor(max_workers=args.workers, mp_context=mp.get_context("spawn")) as pool:
-            futs = [pool.submit(_warm, e.name, d, explore_of[(e.name, d)]) for e, d in todo]
-            for f in cf.as_completed(futs):
+        pool = cf.ProcessPoolExecutor(max_workers=args.workers, mp_context=mp.get_context("spawn"))
+        futs = [pool.submit(_warm, n, d) for n, d in todo]
+        try:
+            for f in cf.as_completed(futs, timeout=args.budget_s * args.precompile_share):
                 try:
                     print(f.result(), flush=True)
                 except Exception as ex:
                     print(f"warm CRASH {type(ex).__name__}: {ex}", flush=True)
+        except cf.TimeoutError:
+            print("precompile: share of the budget used up; the rest compiles on first timing", flush=True)
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in list(getattr(pool, "_processes", {}).values()):  # our own workers: stop them now
+            p.terminate()
         print(f"precompile done at {time.time() - t0:.0f}s", flush=True)
-    rows = []
-    details = []
-    for i, (e, d) in enumerate(todo):
-        left = args.budget_s - (time.time() - t0)
-        if left < 5:
-            print(f"budget reached: {len(todo) - i} pairs not measured", flush=True)
+
+    if args.device == "cuda":
+        import torch
+        import triton
+
+        dev = torch.cuda.get_device_name(0)
+        tver = f"triton {triton.__version__}, torch {torch.__version__}"
+    else:
+        dev, tver = "CPU interpreter (pipeline test: times mean nothing)", "TRITON_INTERPRET=1"
+    head = (f"# Pinned inner-tree vs free order ({dev}, {tver})\n\nEach mode autotuned over its own space (pinned: "
+            "the rewrite's configs plus the layout variants; `rewrite only` = without the variants); finalists "
+            "timed in rounds of CUDA-graph replays over rotating inputs (medians), until the ratio's spread is "
+            f"<= {args.target_spread}. ratio = free time / pinned time (>= 1: pinned as fast).")
+    rows: list[dict] = []
+    details: list[dict] = []
+    left: list[str] = []
+    for i, (name, d) in enumerate(todo):
+        remaining = args.budget_s - (time.time() - t0)
+        if remaining < 4:
+            left = [f"{n}/{dd}" for n, dd in todo[i:]]
+            print(f"budget reached: {len(left)} pairs not measured", flush=True)
             break
-        ratios: list[float] = []
-        res = None
+        slice_s = min(20.0, max(2.0, 0.8 * remaining / (len(todo) - i)))
         try:
-            while True:
-                res = measure_pair(e, d, rounds=args.min_rounds if not ratios else 1, reps=args.reps,
-                                   log=lambda m: print(m, flush=True))
-                ratios += list(res.rounds)
-                spread = (max(ratios) - min(ratios)) if ratios else float("nan")
-                over = time.time() - t0 > args.budget_s * (i + 1) / len(todo) + 10
-                if spread <= args.target_spread or len(ratios) >= args.max_rounds or over or not ratios:
-                    break
+            res = measure_pair(entry(name), d, device=args.device, screen_reps=args.screen_reps, reps=args.reps,
+                               top_k=args.top_k, min_rounds=args.min_rounds, max_rounds=args.max_rounds,
+                               target_spread=args.target_spread, slice_s=slice_s, log=lambda m: print(m, flush=True))
         except Exception as ex:  # reported, the rest go on
-            print(f"CRASH {e.name}/{d}: {type(ex).__name__}: {ex}", flush=True)
+            print(f"CRASH {name}/{d}: {type(ex).__name__}: {ex}", flush=True)
             continue
-        assert res is not None
-        ratio = statistics.median(ratios) if ratios else float("nan")
-        spread = (max(ratios) - min(ratios)) if ratios else float("nan")
-        b = budget(e.name, d)
-        row = {"kernel": e.name, "dtype": d, "free_us": res.free.best_us, "pinned_us": res.pinned.best_us,
-               "ratio": ratio, "spread": spread, "rounds": len(ratios), "budget": b, "verdict": verdict(ratio, b),
-               "free_best": res.free.best_config, "pinned_best": res.pinned.best_config,
-               "auto_ratio": res.auto_ratio, "errors": len(res.errors)}
-        if explore_of[(e.name, d)] and time.time() - t0 < args.budget_s * 0.9:
-            extra = e.configs(explore=True)[len(e.configs()):]
-            try:
-                ex_res = measure_pair(e, d, rounds=2, reps=args.reps, configs=extra)
-                pin_all = dict(res.pinned.per_config_us) | dict(ex_res.pinned.per_config_us)
-                free_all = dict(res.free.per_config_us) | dict(ex_res.free.per_config_us)
-                pb = min(pin_all, key=pin_all.__getitem__)
-                fb = min(free_all, key=free_all.__getitem__)
-                row["explore_ratio"] = free_all[fb] / pin_all[pb]
-                row["explore_pinned_best"] = pb
-                row["explore_free_best"] = fb
-                res_pin_cfg = {**pin_all}
-                res_free_cfg = {**free_all}
-                print(f"   explore ({len(extra)} more configs): pinned {pin_all[pb]:.2f}us [{pb}] free "
-                      f"{free_all[fb]:.2f}us [{fb}] ratio {row['explore_ratio']:.3f}", flush=True)
-            except Exception as ex:
-                print(f"   explore CRASH {type(ex).__name__}: {ex}", flush=True)
-                res_pin_cfg, res_free_cfg = dict(res.pinned.per_config_us), dict(res.free.per_config_us)
-        else:
-            res_pin_cfg, res_free_cfg = dict(res.pinned.per_config_us), dict(res.free.per_config_us)
-        if ratio < 0.95 or "explore_ratio" in row:
-            for k in sorted(res_pin_cfg, key=res_pin_cfg.__getitem__):
-                print(f"   {k:40s} pinned {res_pin_cfg[k]:9.2f}us free {res_free_cfg.get(k, float('nan')):9.2f}us",
-                      flush=True)
+        row = _row(res, budget(name, d), hist.get((name, d)))
         rows.append(row)
-        details.append({**row, "ratios": [round(x, 4) for x in ratios], "errors": list(res.errors),
-                        "pinned_per_config_us": {k: round(v, 2) for k, v in res_pin_cfg.items()},
-                        "free_per_config_us": {k: round(v, 2) for k, v in res_free_cfg.items()}})
-        print(f"{e.name}/{d}: free {row['free_us']:.2f}us pinned {row['pinned_us']:.2f}us ratio {ratio:.3f} "
-              f"spread {spread:.3f} rounds {len(ratios)} [{row['verdict']}]", flush=True)
-
-    write_csv(rows, args.out / "enforcement_bench.csv")
-    import torch
-    import triton
-
-    head = (f"# Pinned inner-tree vs free order ({torch.cuda.get_device_name(0)}, triton {triton.__version__}, "
-            f"torch {torch.__version__})\n\nEach mode autotuned over the same config space; medians of CUDA-graph "
-            "replays over rotating inputs; ratio = free time / pinned time (>= 1: pinned as fast).")
-    md = markdown(rows, head)
-    (args.out / "enforcement_bench.md").write_text(md)
-    (args.out / "enforcement_bench.yaml").write_text(yaml.safe_dump(details, sort_keys=False))
-    plotted = plot(rows, args.out / "enforcement_bench.png")
+        details.append({**row, "ratios": [round(x, 4) for x in res.rounds], "errors": list(res.errors),
+                        "pinned_autotune_us": {k: round(v, 2) for k, v in res.pinned.per_config_us},
+                        "free_autotune_us": {k: round(v, 2) for k, v in res.free.per_config_us}})
+        print(f"{name}/{d}: free {row['free_us']:.2f}us [{row['free_best']}] pinned {row['pinned_us']:.2f}us "
+              f"[{row['pinned_best']}] ratio {row['ratio']:.3f} (rewrite only {row['auto_ratio']:.3f}) spread "
+              f"{row['spread']:.3f} rounds {row['rounds']} rotate {row['rotate']} {res.seconds:.1f}s "
+              f"[{row['verdict']}]", flush=True)
+        _write(args.out, rows, details, head, [f"{n}/{dd}" for n, dd in todo[i + 1:]])
+    md = _write(args.out, rows, details, head, left)
+    plotted = plot(rows, args.out / "enforcement_bench.png") if rows else False
     print("\n" + md)
-    print(f"plot: {'written' if plotted else 'skipped (no matplotlib)'}; total {time.time() - t0:.0f}s")
+    print(f"plot: {'written' if plotted else 'skipped'}; total {time.time() - t0:.0f}s")
     return 0
 
 

@@ -1,10 +1,13 @@
-"""GPU check of the inner-tree corpus: (a) pinned invariance, model equality, free variance and
-golden records over every corpus kernel's config space; (b) the pinned-vs-free speed table.
+"""GPU check of the inner-tree corpus: pinned invariance over every pair's whole config space
+(the rewrite's configs and every layout variant's own space), equality to the CPU tree model,
+free order shown to vary, and the pinned bytes against the committed golden records.
 
-    PYTHONPATH=<repo> python3 runners/device/enforcement_check.py --out DIR [--budget-s 300]
+    PYTHONPATH=<repo> python3 runners/device/enforcement_check.py --out DIR [--budget-s 60]
+    ... --device cpu   (smoke test under TRITON_INTERPRET=1 on the small CPU shapes)
 
-Writes DIR/check.yaml, DIR/golden_enforcement.yaml, DIR/speed.csv, DIR/speed.md, DIR/env.yaml;
-prints per-config errors as they happen and a summary table last.
+Writes DIR/check.yaml (+ check_per_config.yaml), DIR/golden_enforcement.yaml (new records),
+DIR/not_run.yaml and DIR/env.yaml, rewritten after every task; tasks still running at 90% of the
+budget are dropped and listed. --speed adds a short speed table (enforcement_bench does it better).
 """
 
 from __future__ import annotations
@@ -39,22 +42,26 @@ def _log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def _check_task(name: str, dtype: str, kind: str, seed: int, device: str = "cuda") -> dict:
+def _check_task(name: str, dtype: str, kind: str, seed: int, device: str = "cuda",
+                recorded: dict[str, str] | None = None) -> dict:
     from fixbits.corpus.check import check_pair
     from fixbits.corpus.registry import entry
 
     t0 = time.time()
     try:
-        r = check_pair(entry(name), dtype, kind, seed, device, cpu_shape=device == "cpu", log=None)
+        r = check_pair(entry(name), dtype, kind, seed, device, cpu_shape=device == "cpu", with_variants=True,
+                       log=None)
     except Exception as e:
         return {"kernel": name, "dtype": dtype, "kind": kind, "seed": seed, "crash": f"{type(e).__name__}: {e}",
                 "trace": traceback.format_exc()[-3000:]}
     mod = entry(name).load()
     return {
         "kernel": name, "dtype": dtype, "kind": kind, "seed": seed, "shape": dict(r.shape),
-        "configs": len(r.runs), "pinned_classes": r.classes("pinned"), "free_classes": r.classes("free"),
+        "configs": len(r.runs), "variant_configs": sum(1 for x in r.runs if ":" in x.config),
+        "pinned_classes": r.classes("pinned"), "free_classes": r.classes("free"),
         "pinned_invariant": r.pinned_invariant, "model_equal": r.model_equal,
         "model": [asdict(m) for m in r.model], "errors": list(r.errors), "golden": r.golden(),
+        "golden_match": {k: r.golden().get(k) == v for k, v in (recorded or {}).items()},
         "cpu_replay": list(getattr(mod, "CPU_REPLAY", ())), "seconds": round(time.time() - t0, 1),
         "per_config": [{"config": x.config, "pinned": dict(x.pinned), "free": dict(x.free)} for x in r.runs
                        if not x.error],
@@ -100,22 +107,49 @@ def env_info() -> dict:
     return info
 
 
-def main() -> int:
+def _write_check(out: Path, results: list[dict], env: dict) -> None:
+    """check.yaml, check_per_config.yaml and golden_enforcement.yaml from the tasks done so far."""
+    results = sorted(results, key=lambda r: (r["kernel"], r["dtype"], r["kind"]))
+    slim = [{k: v for k, v in r.items() if k != "per_config"} for r in results]
+    (out / "check.yaml").write_text(_dump(slim))
+    (out / "check_per_config.yaml").write_text(_dump(results))
+    records = []
+    for r in results:
+        if r.get("golden_only"):
+            continue
+        for o, sha in sorted((r.get("golden") or {}).items()):
+            records.append({"kernel": r["kernel"], "dtype": r["dtype"], "kind": r["kind"], "seed": r["seed"],
+                            "shape": r["shape"], "output": o, "sha256": sha, "cpu_replay": o in r["cpu_replay"],
+                            "model_equal": all(m["equal"] for m in r["model"] if m["output"] == o)})
+    (out / "golden_enforcement.yaml").write_text(_dump(
+        {"schema": "fixbits.enforcement.golden/1", "environment": env, "records": records}))
+
+
+def _stop_pool(pool: cf.ProcessPoolExecutor) -> None:
+    """Budget reached: drop queued tasks and end our own worker processes (by handle, not by name)."""
+    procs = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        p.terminate()
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--budget-s", type=float, default=300.0)
+    ap.add_argument("--budget-s", type=float, default=60.0)
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 4))
-    ap.add_argument("--full", action="store_true",
-                    help="full check of every pair (default: pairs already in matrices/golden/enforcement_*.yaml "
-                         "and without pinned variants get a cheap two-config drift check against the record)")
+    ap.add_argument("--quick", action="store_true",
+                    help="pairs already in matrices/golden/enforcement_*.yaml and without variants get a cheap "
+                         "two-config drift check against the record instead of the full space")
     ap.add_argument("--only", nargs="*", default=None, help="kernel names to run")
     ap.add_argument("--kinds", nargs="*", default=["wide", "ordinary"])
-    ap.add_argument("--no-speed", action="store_true")
-    ap.add_argument("--speed-rounds", type=int, default=3)
-    ap.add_argument("--device", default="cuda", help="cpu = smoke test under TRITON_INTERPRET=1 (small shapes)")
-    args = ap.parse_args()
+    ap.add_argument("--speed", action="store_true", help="also time pinned vs free (enforcement_bench does it better)")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                    help="cpu = smoke test under TRITON_INTERPRET=1 (small shapes)")
+    args = ap.parse_args(argv)
     if args.device == "cpu":
-        args.full = True  # records are at GPU shapes; the CPU smoke run uses the small shapes
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported, here and in the spawned workers
+        args.quick = False  # records are at GPU shapes; the CPU smoke run uses the small shapes
     t_start = time.time()
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -125,37 +159,46 @@ def main() -> int:
     env = env_info()
     (args.out / "env.yaml").write_text(yaml.safe_dump(env))
     _log(f"env: {env}")
-    # kinds outermost: the second kind of a pair starts after the first compiled it (disk cache)
-    # and the biggest config spaces first, so the pool does not end waiting on one long task
-    chosen = sorted(((e, d) for e, d in pairs() if not args.only or e.name in args.only),
-                    key=lambda ed: -len(ed[0].configs()) * len(ed[0].load().KERNELS))
+    # pairs with layout variants first (never checked on a GPU before), then the biggest spaces,
+    # so the pool does not end waiting on one long task; kinds outermost: the second kind of a
+    # pair finds the first one's compiles in the disk cache
+    def cost(ed: tuple) -> tuple:
+        e = ed[0]
+        n = len(e.configs()) * 2 + sum(len(e.variant_configs(v)) for v, _ in e.variants)
+        return (not e.variants, -n * len(e.load().KERNELS))
+
+    chosen = sorted(((e, d) for e, d in pairs() if not args.only or e.name in args.only), key=cost)
     recorded: dict[tuple[str, str, str, int], dict[str, str]] = {}
-    for rec in gold.all_records():
-        recorded.setdefault((rec.kernel, rec.dtype, rec.kind, rec.seed), {})[rec.output] = rec.sha256
+    if args.device == "cuda":
+        for rec in gold.all_records():
+            recorded.setdefault((rec.kernel, rec.dtype, rec.kind, rec.seed), {})[rec.output] = rec.sha256
     full_tasks, golden_tasks = [], []
     for k in args.kinds:
         for e, d in chosen:
             key = (e.name, d, k, 0)
-            if not args.full and key in recorded and not e.variants:
+            if args.quick and key in recorded and not e.variants:
                 golden_tasks.append(key)
             else:
                 full_tasks.append(key)
     todo = full_tasks + golden_tasks
     _log(f"(a) invariance: {len(full_tasks)} full (kernel, dtype, kind) tasks + {len(golden_tasks)} drift checks "
-         f"of recorded pairs on {args.workers} workers")
+         f"of recorded pairs on {args.workers} workers, budget {args.budget_s:.0f}s")
     results: list[dict] = []
-    deadline_a = t_start + 0.75 * args.budget_s
-    ctx = mp.get_context("spawn")
-    with cf.ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx) as pool:
-        futs = {(pool.submit(_check_task, *t, args.device) if t in full_tasks else
-                 pool.submit(_golden_task, *t, recorded[t], args.device)): t for t in todo}
-        for fut in cf.as_completed(futs):
+    deadline_a = t_start + (0.9 if not args.speed else 0.6) * args.budget_s
+    pool = cf.ProcessPoolExecutor(max_workers=max(1, args.workers), mp_context=mp.get_context("spawn"))
+    futs = {(pool.submit(_check_task, *t, args.device, recorded.get(t)) if t in full_tasks else
+             pool.submit(_golden_task, *t, recorded[t], args.device)): t for t in todo}
+    done_keys: set = set()
+    try:
+        for fut in cf.as_completed(futs, timeout=max(1.0, deadline_a - time.time())):
             t = futs[fut]
+            done_keys.add(t)
             try:
-                r = fut.result(timeout=max(1.0, deadline_a - time.time()))
+                r = fut.result()
             except Exception as e:
                 r = {"kernel": t[0], "dtype": t[1], "kind": t[2], "seed": t[3], "crash": f"{type(e).__name__}: {e}"}
             results.append(r)
+            _write_check(args.out, results, env)  # partial output as it goes
             if "crash" in r:
                 _log(f"CRASH {t}: {r['crash']}\n{r.get('trace', '')}")
                 continue
@@ -165,8 +208,10 @@ def main() -> int:
                      f"{'OK' if not bad else 'MOVED ' + str(bad)} invariant={r['pinned_invariant']} {r['seconds']}s")
                 continue
             bad_model = [m for m in r["model"] if not m["equal"]]
-            _log(f"{r['kernel']}/{r['dtype']}/{r['kind']}: configs={r['configs']} pinned={r['pinned_classes']} "
-                 f"free={r['free_classes']} model={'OK' if not bad_model else 'DIFF'} "
+            moved = [k for k, ok in r["golden_match"].items() if not ok]
+            _log(f"{r['kernel']}/{r['dtype']}/{r['kind']}: configs={r['configs']} (variants {r['variant_configs']}) "
+                 f"pinned={r['pinned_classes']} free={r['free_classes']} model={'OK' if not bad_model else 'DIFF'} "
+                 f"record={'none' if not r['golden_match'] else ('MOVED ' + str(moved) if moved else 'OK')} "
                  f"errors={len(r['errors'])} {r['seconds']}s")
             for m in bad_model[:4]:
                 _log(f"   model diff {m['output']} @ {m['config']}: {m['count']} differ, first {m['first_index']} "
@@ -176,29 +221,17 @@ def main() -> int:
             if not r["pinned_invariant"] and not r["errors"]:
                 for pc in r["per_config"]:
                     _log(f"   pinned {pc['config']}: { {k: v[:10] for k, v in pc['pinned'].items()} }")
-            if time.time() > deadline_a:
-                _log("(a) budget reached: cancelling the rest")
-                for f in futs:
-                    f.cancel()
-                break
+    except cf.TimeoutError:
+        left = [t for t in todo if t not in done_keys]
+        _log(f"(a) budget reached: {len(left)} tasks not finished: {['/'.join(map(str, t[:3])) for t in left]}")
+        for t in left:
+            results.append({"kernel": t[0], "dtype": t[1], "kind": t[2], "seed": t[3], "not_run": "budget"})
+    _stop_pool(pool)
     results.sort(key=lambda r: (r["kernel"], r["dtype"], r["kind"]))
-    slim = [{k: v for k, v in r.items() if k != "per_config"} for r in results]
-    (args.out / "check.yaml").write_text(_dump(slim))
-    (args.out / "check_per_config.yaml").write_text(_dump(results))
-    records = []
-    for r in results:
-        if r.get("golden_only"):
-            continue
-        for out, sha in sorted((r.get("golden") or {}).items()):
-            records.append({"kernel": r["kernel"], "dtype": r["dtype"], "kind": r["kind"], "seed": r["seed"],
-                            "shape": r["shape"], "output": out, "sha256": sha,
-                            "cpu_replay": out in r["cpu_replay"],
-                            "model_equal": all(m["equal"] for m in r["model"] if m["output"] == out)})
-    (args.out / "golden_enforcement.yaml").write_text(_dump(
-        {"schema": "fixbits.enforcement.golden/1", "environment": env, "records": records}))
-
+    _write_check(args.out, [r for r in results if "not_run" not in r], env)
+    (args.out / "not_run.yaml").write_text(_dump([r for r in results if "not_run" in r]))
     speed_rows = []
-    if not args.no_speed and args.device == "cuda":
+    if args.speed and args.device == "cuda":
         from fixbits.corpus.registry import entry
         from fixbits.corpus.timing import measure_pair
 
@@ -211,9 +244,7 @@ def main() -> int:
                 _log(f"(b) budget reached before {e.name}/{d}")
                 break
             try:
-                tight = args.budget_s < 200  # a short call: fewer rounds, more pairs covered
-                s = measure_pair(entry(e.name), d, rounds=2 if tight else args.speed_rounds, reps=10 if tight else 15,
-                                 log=_log)
+                s = measure_pair(entry(e.name), d, min_rounds=2, max_rounds=3, slice_s=5.0, log=_log)
             except Exception as ex:
                 _log(f"speed CRASH {e.name}/{d}: {type(ex).__name__}: {ex}")
                 continue
@@ -239,19 +270,23 @@ def main() -> int:
     print("\n=== summary: invariance (pinned classes / free classes per output) ===")
     print(f"{'kernel':22s} {'dtype':9s} {'kind':8s} {'cfgs':>4s} {'pinned':>7s} {'free':>5s} {'model':>6s} {'err':>4s}")
     for r in results:
-        if "crash" in r:
-            print(f"{r['kernel']:22s} {r['dtype']:9s} {r['kind']:8s} CRASH")
+        if "crash" in r or "not_run" in r:
+            print(f"{r['kernel']:22s} {r['dtype']:9s} {r['kind']:8s} {'CRASH' if 'crash' in r else 'not run (budget)'}")
             continue
         if r.get("golden_only"):
             ok = all(r["golden_match"].values()) and r["pinned_invariant"]
             print(f"{r['kernel']:22s} {r['dtype']:9s} {r['kind']:8s} record {'matches' if ok else 'MOVED'}")
             continue
-        pc = max(r["pinned_classes"].values(), default=0)
+        pc = max(r["pinned_classes"].values(), default=0)  # 1 = invariant
         fc = max(r["free_classes"].values(), default=0)
         print(f"{r['kernel']:22s} {r['dtype']:9s} {r['kind']:8s} {r['configs']:4d} {pc:7d} {fc:5d} "
               f"{'ok' if r['model_equal'] else 'DIFF':>6s} {len(r['errors']):4d}")
     inv = sum(1 for r in results if r.get("pinned_invariant") and not r.get("golden_only"))
     nfull = sum(1 for r in results if not r.get("golden_only"))
+    rec = [ok for r in results if not r.get("golden_only") for ok in (r.get("golden_match") or {}).values()]
+    print(f"full checks against committed records: {sum(rec)}/{len(rec)} outputs match; "
+          f"variant configs checked: {sum(r.get('variant_configs', 0) for r in results)}; "
+          f"model equal: {sum(1 for r in results if r.get('model_equal'))}/{nfull}")
     gm = [r for r in results if r.get("golden_only") and "golden_match" in r]
     print(f"drift checks against records: {sum(1 for r in gm if all(r['golden_match'].values()))}/{len(gm)} match")
     print(f"pinned invariant: {inv}/{nfull}; free varied in "
