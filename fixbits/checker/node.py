@@ -47,7 +47,15 @@ class Node:
         self.kids = kids
         self.poly = poly
         self.digest = hashlib.blake2b(
-            b"".join((kind.encode(), b"\x00", repr(attrs).encode(), b"\x00", *[k.digest for k in kids])),
+            b"".join(
+                (
+                    kind.encode(),
+                    b"\x00",
+                    b"()" if attrs == () else repr(attrs).encode(),
+                    b"\x00",
+                    *[k.digest for k in kids],
+                )
+            ),
             digest_size=16,
         ).digest()
         variant = kind in _VARIANT_KINDS or (poly is not None and poly.is_variant())

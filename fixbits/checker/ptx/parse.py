@@ -40,6 +40,11 @@ _REGDECL_RE = re.compile(r"\.reg\s+(?:\.v\d\s+)?\.\w+\s+(.+)")
 
 def split_args(s: str) -> list[str]:
     """Split operands on top-level commas (not inside [] or {})."""
+    if not any(c in s for c in "[]{}"):  # the common case: no nesting, a plain split
+        parts = [p.strip() for p in s.split(",")]
+        if parts[-1] == "":
+            parts.pop()
+        return parts
     out: list[str] = []
     cur: list[str] = []
     depth = 0
