@@ -17,6 +17,21 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "runners" / "device" / "checker_soundness.py"
 
 
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory.mktemp("aot"))
+
+
+def _runner():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("checker_soundness_runner", RUNNER)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _build(tmp: Path) -> Path:
     store = tmp / "store"
     env = dict(os.environ, TRITON_CACHE_DIR=str(tmp / "cache"))
@@ -40,13 +55,12 @@ def _build(tmp: Path) -> Path:
     return store
 
 
-def test_store_round_trip_and_hit(tmp_path: Path) -> None:
+def test_store_round_trip_and_hit(store: Path) -> None:
     from fixbits.checker import aot_store
     from fixbits.checker.compile import capture_launches, gpu_target
     from fixbits.checker.soundness import cases, load_families
     from fixbits.corpus.common import Config, to_device
 
-    store = _build(tmp_path)
     rows = [json.loads(x) for x in (store / "cases.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all("error" not in r and len(r["keys"]) == 1 for r in rows)
     kern = [json.loads(x) for x in (store / "kernels.jsonl").read_text().splitlines()]
@@ -78,3 +92,21 @@ def test_store_round_trip_and_hit(tmp_path: Path) -> None:
         tc.compile = orig
         triton.compile = orig
     assert stats == {"hit": 1, "miss": 0}
+
+
+def test_loaded_kernels_take_the_pre_step_signature(store: Path) -> None:
+    from fixbits.checker import aot_store
+
+    run = _runner()
+    kern = {}
+    for line in (store / "kernels.jsonl").read_text().splitlines():
+        k = json.loads(line)
+        kern[k["key"]] = k
+    key = next(iter(kern))
+    loaded = aot_store.load(store, key, src=None)
+    parts, shas, _, _ = run.kernel_parts([loaded], [None], 7, kern, {})
+    assert parts == [kern[key]["digest"]] and shas == [kern[key]["ptx_sha"]]
+    # a stored kernel the manifest does not know is never certified equal to anything
+    p1, _, _, _ = run.kernel_parts([loaded], [None], 1, {}, {})
+    p2, _, _, _ = run.kernel_parts([loaded], [None], 2, {}, {})
+    assert p1 != p2 and p1[0].startswith("unknown:")

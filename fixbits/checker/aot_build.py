@@ -114,3 +114,31 @@ def build(tasks: list[dict[str, Any]], store: str, ptx_dir: str | None, budget_s
             pool.join()
     print(f"aot build: {n} compiled in {time.time() - t_start:.0f}s", flush=True)
     return 0
+
+
+def resign(store: str, ptx_dir: str) -> int:
+    """Recompute every stored kernel's signature from its kept PTX with this checkout's checker
+    (after a checker change, so the device's table reflects the checker being shipped)."""
+    from fixbits.checker.api import signature
+
+    path = Path(store) / "kernels.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    seen: dict[str, dict[str, Any]] = {}
+    changed = 0
+    for r in rows:
+        got = seen.get(r["ptx_sha"])
+        if got is None:
+            s = signature((Path(ptx_dir) / f"{r['ptx_sha']}.ptx").read_text(), "ptx")
+            got = {
+                "digest": s.digest if s.deterministic else None,
+                "fallback": s.fallback,
+                "physical": s.physical,
+            }
+            seen[r["ptx_sha"]] = got
+        changed += got["digest"] != r["digest"]
+        r.update(got)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    os.replace(tmp, path)
+    print(f"resigned {len(seen)} kernels, {changed} signatures changed", flush=True)
+    return 0

@@ -75,12 +75,57 @@ def _inputs(mod: Any, name: str, shape: dict[str, int], dtype: str, kind: str, s
     return cache[key]
 
 
+def kernel_parts(
+    kernels: list[Any],
+    ptxs: list[str | None],
+    case_id: int,
+    aot_sigs: dict[str, dict[str, Any]],
+    cache: dict[str, tuple[str | None, str | None, bool]],
+) -> tuple[list[str], list[str], list[str], bool]:
+    """Per launched kernel: its signature part, PTX sha, fallback and physical flag.
+
+    A kernel loaded from the AOT store carries no PTX: its signature is the one the CPU
+    pre-step computed under the same key. A kernel whose signature is unknown, or that is
+    run-dependent (float atomics), gets a part of its own, so it is never certified equal.
+    """
+    from fixbits.checker.api import signature
+
+    parts: list[str] = []
+    shas: list[str] = []
+    fallbacks: list[str] = []
+    physical = False
+    for k, ptx in zip(kernels, ptxs, strict=True):
+        if ptx is None:
+            pre = aot_sigs.get(str(getattr(k, "hash", "")))
+            if pre is None:
+                parts.append(f"unknown:{case_id}:{len(parts)}")
+                shas.append("")
+                continue
+            parts.append(pre["digest"] if pre["digest"] is not None else f"nondet:{case_id}")
+            if pre["fallback"]:
+                fallbacks.append(pre["fallback"])
+            physical = physical or bool(pre["physical"])
+            shas.append(pre["ptx_sha"])
+            continue
+        full = hashlib.sha256(ptx.encode()).hexdigest()
+        shas.append(full[:16])
+        sig = cache.get(full)
+        if sig is None:
+            s = signature(ptx, "ptx")
+            sig = (s.digest if s.deterministic else None, s.fallback, s.physical)
+            cache[full] = sig
+        parts.append(sig[0] if sig[0] is not None else f"nondet:{case_id}")
+        if sig[1]:
+            fallbacks.append(sig[1])
+        physical = physical or sig[2]
+    return parts, shas, fallbacks, physical
+
+
 def _run_case(task: dict[str, Any]) -> dict[str, Any]:
     import importlib
 
     import torch
 
-    from fixbits.checker.api import signature
     from fixbits.corpus.common import Config
 
     out: dict[str, Any] = {
@@ -125,33 +170,9 @@ def _run_case(task: dict[str, Any]) -> dict[str, Any]:
                 h.update(b.cpu().numpy().tobytes())
             hashes.append(h.hexdigest()[:24])
         t1 = time.time()
-        parts = []
-        ptx_shas: list[str] = []
-        fallbacks = []
-        physical = False
-        for k_obj, ptx in zip(kernels_obj, kernels_ptx, strict=True):
-            pre = _STATE["aot_sigs"].get(getattr(k_obj, "hash", None)) if ptx is None else None
-            if pre is not None:
-                parts.append(pre["digest"] if pre["digest"] is not None else f"nondet:{task['id']}")
-                if pre["fallback"]:
-                    fallbacks.append(pre["fallback"])
-                physical = physical or pre["physical"]
-                ptx_shas.append(pre["ptx_sha"])
-                continue
-            if ptx is None:
-                ptx = ""
-            ptx_shas.append(hashlib.sha256(ptx.encode()).hexdigest()[:16])
-            key = hashlib.sha256(ptx.encode()).hexdigest()
-            sig = _STATE["sigs"].get(key)
-            if sig is None:
-                s = signature(ptx, "ptx")
-                sig = (s.digest if s.deterministic else None, s.fallback, s.physical)
-                _STATE["sigs"][key] = sig
-            # a run-dependent kernel (float atomics) is never certified equal to anything
-            parts.append(sig[0] if sig[0] is not None else f"nondet:{task['id']}")
-            if sig[1]:
-                fallbacks.append(sig[1])
-            physical = physical or sig[2]
+        parts, ptx_shas, fallbacks, physical = kernel_parts(
+            kernels_obj, kernels_ptx, task["id"], _STATE["aot_sigs"], _STATE["sigs"]
+        )
         out["check_s"] = round(time.time() - t1, 4)
         out["sig"] = hashlib.sha256("|".join(parts).encode()).hexdigest()[:24] if parts else None
         out["ptx_sha"] = ptx_shas
@@ -191,6 +212,11 @@ def main(argv: list[str] | None = None) -> int:
         help="CPU pre-step: compile every planned config for sm_90 into this store and exit (resumable)",
     )
     ap.add_argument("--ptx-dir", default="", help="with --build-aot: also keep each kernel's PTX here")
+    ap.add_argument(
+        "--resign",
+        action="store_true",
+        help="with --build-aot and --ptx-dir: re-sign the store's kernels and exit",
+    )
     args = ap.parse_args(argv)
     t_start = time.time()
     os.makedirs(args.out, exist_ok=True)
@@ -232,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
                 "draws": draws,
             }
         )
+    if args.build_aot and args.resign:
+        from fixbits.checker.aot_build import resign
+
+        return resign(args.build_aot, args.ptx_dir)
     if args.build_aot:
         from fixbits.checker.aot_build import build
 
