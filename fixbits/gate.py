@@ -52,6 +52,8 @@ FIELD_KIND: dict[str, str] = {
     "torch": "torch",
 }
 KINDS: tuple[str, ...] = ("gpu", "driver", "cuda", "cublas", "triton", "torch")
+BUDGET_REPORT_S = 8.0  # --budget-s: kept for pytest's teardown and the report after the soft deadline
+BUDGET_GRACE_S = 60.0  # --budget-s: a test running at the deadline may finish; killed after this
 # fields only a machine with a GPU can know; on a CPU machine they are 'unknown here', not changed
 GPU_FIELDS: frozenset[str] = frozenset({"gpu_name", "sm", "sm_count", "driver", "cublas", "cublaslt"})
 ENV_KEYS: tuple[str, ...] = ("environment", "fingerprint", "env")
@@ -151,6 +153,29 @@ def _env_fields(data: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), str(v)) for k, v in data.items() if k in FIELD_KIND and v is not None))
 
 
+def _profile_fields(data: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """An arch profile records its arch and library version, not a fingerprint: those two fields.
+
+    ``library_version`` is the library's integer (cublasLtGetVersion 130100 = 13.1.0), the
+    fingerprint's ``cublaslt`` is dotted; a profile of another library gives its arch only.
+    """
+    arch = data.get("arch")
+    if not isinstance(arch, str) or "entries" not in data:
+        return ()
+    fields = [("sm", arch)]
+    version = str(data.get("library_version", ""))
+    if data.get("library") == "cublaslt" and version.isdigit():
+        v = int(version)
+        fields.append(("cublaslt", f"{v // 10000}.{v // 100 % 100}.{v % 100}"))
+    return tuple(sorted(fields))
+
+
+def readable(name: str, value: str) -> bool:
+    """A recorded value the comparison can trust. Session 1 recorded the H200's driver as
+    'for (CUDA 13.0)' (a parsing bug, fixed since): a driver must start with its release number."""
+    return not (name == "driver" and not value[:1].isdigit())
+
+
 def load_baselines(matrices_dir: Path | str) -> tuple[list[Baseline], list[str]]:
     """Fingerprints under profiles/ and golden/; unreadable files become warnings, not errors.
 
@@ -171,6 +196,8 @@ def load_baselines(matrices_dir: Path | str) -> tuple[list[Baseline], list[str]]
             if not isinstance(data, dict):
                 continue
             found: dict[tuple[tuple[str, str], ...], list[str]] = {}
+            if sub == "profiles" and (fields := _profile_fields(data)):
+                found.setdefault(fields, []).append("profile")
             for key in ENV_KEYS:
                 if isinstance(data.get(key), dict):
                     found.setdefault(_env_fields(data[key]), []).append(key)
@@ -246,7 +273,10 @@ def compare(current: Mapping[str, Any], baselines: Sequence[Baseline]) -> Compar
         now = cur.get(name)
         if now is None:
             continue
-        differing = [b for b in relevant if b.get(name) is not None and b.get(name) != now]
+        bad = sorted({str(v) for b in relevant if (v := b.get(name)) is not None and not readable(name, v)})
+        if bad:
+            notes.append(f"recorded {name} {' / '.join(repr(v) for v in bad)} is unreadable: not compared")
+        differing = [b for b in relevant if (v := b.get(name)) is not None and readable(name, v) and v != now]
         if differing:
             was = tuple(sorted({str(b.get(name)) for b in differing}))
             changes.append(Change(kind, name, was, now, tuple(b.source for b in differing)))
@@ -339,9 +369,21 @@ class PytestRun:
 
 
 def pytest_command(
-    selection: Selection, *, junit: Path, arch: str, seed: str | None, workers: str, extra: Sequence[str] = ()
+    selection: Selection,
+    *,
+    junit: Path,
+    arch: str,
+    seed: str | None,
+    workers: str,
+    extra: Sequence[str] = (),
+    sample: int = 0,
+    deadline: float | None = None,
 ) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", *selection.paths, f"--junitxml={junit}", "-p", "no:cacheprovider"]
+    if sample > 0 or deadline is not None:  # a budgeted slice (fixbits/gate_budget.py)
+        cmd += ["-p", "fixbits.gate_budget", f"--fixbits-sample={sample}"]
+        if deadline is not None:
+            cmd += [f"--fixbits-deadline={deadline:.0f}"]
     # xunit1 keeps record_property output (the drift properties) whatever the rootdir's ini says
     cmd += ["-o", "junit_family=xunit1", "--arch", arch, "--mode", selection.mode, "-rs"]
     if seed is not None:
@@ -455,16 +497,25 @@ def _float(text: str) -> float | None:
     return v if v == v and v > 0 else None
 
 
+def _shown(path: Path) -> str:
+    """A CSV as the report names it: relative to the checkout when inside it."""
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return path.name
+
+
 def speed_ratios(results: Sequence[Any], csv_dirs: Sequence[Path]) -> tuple[SpeedRatio, ...]:
-    """Ratios from JUnit properties named *speed_ratio and from benchmark CSVs (columns 'ratio' or
+    """Ratios from JUnit properties named *speed_ratio or *_speed and from benchmark CSVs (columns 'ratio' or
     'speed*'), labelled by the CSV's kernel/family/layer/name column."""
     import csv
 
     out: list[SpeedRatio] = []
     for r in results:
         for name, value in r.properties:
-            if name.endswith("speed_ratio") and (v := _float(value)) is not None:
-                out.append(SpeedRatio(r.test.split("::")[-1], v, "junit"))
+            if name.endswith(("speed_ratio", "_speed")) and (v := _float(value)) is not None:
+                func = r.test.split("::")[-1].split("[")[0]  # one group per test, its params pooled
+                out.append(SpeedRatio(f"{func} ({name})", v, "junit (this run)"))
     for d in csv_dirs:
         for path in sorted(Path(d).glob("**/*.csv")) if Path(d).is_dir() else []:
             try:
@@ -483,7 +534,7 @@ def speed_ratios(results: Sequence[Any], csv_dirs: Sequence[Path]) -> tuple[Spee
                         continue
                     label = row.get(label_col, "") if label_col else path.stem
                     tag = "" if c in ("ratio", "speed") else f" ({c.removeprefix('speed_')})"
-                    out.append(SpeedRatio(f"{label}{tag}", v, path.name))
+                    out.append(SpeedRatio(f"{label}{tag}", v, _shown(path)))
     return tuple(out)
 
 
@@ -569,6 +620,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout-s", type=float, default=None, help="kill pytest after this many seconds (exit 2)"
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="soft budget: tests not started by then skip (named in the report) and the run ends "
+        "with a report; pytest is killed only at budget + 60 s (or --timeout-s)",
+    )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run N evenly spaced items of each test function of the slice, families interleaved (0: all)",
     )
     parser.add_argument(
         "--fingerprint",
@@ -681,6 +746,7 @@ def write_reports(outcome: GateOutcome, out: Path) -> dict[str, Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    t0 = time.time()
     started = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     root = (args.root or REPO_ROOT).resolve()
     out = args.out if args.out.is_absolute() else Path.cwd() / args.out
@@ -721,8 +787,21 @@ def run(args: argparse.Namespace) -> int:
     junit = out / "junit.xml"
     if junit.exists():
         junit.unlink()
+    deadline = None
+    timeout_s = args.timeout_s
+    if args.budget_s is not None:
+        deadline = t0 + max(args.budget_s - BUDGET_REPORT_S, 1.0)
+        if timeout_s is None:
+            timeout_s = args.budget_s + BUDGET_GRACE_S
     cmd = pytest_command(
-        selection, junit=junit, arch=args.arch, seed=args.seed, workers=args.workers, extra=extra
+        selection,
+        junit=junit,
+        arch=args.arch,
+        seed=args.seed,
+        workers=args.workers,
+        extra=extra,
+        sample=args.sample,
+        deadline=deadline,
     )
     print(f"  slice    {' '.join(selection.paths) or '(empty)'}  mode={selection.mode}")
     if args.dry_run:
@@ -741,9 +820,13 @@ def run(args: argparse.Namespace) -> int:
         baselines=tuple(baselines),
     )
     if selection.paths:
-        prun = run_pytest(cmd, cwd=root, junit=junit, log=out / "pytest.log", timeout_s=args.timeout_s)
+        prun = run_pytest(cmd, cwd=root, junit=junit, log=out / "pytest.log", timeout_s=timeout_s)
         summary, results = _read_summary(junit)
         code, reason = decide(prun, summary)
+        from fixbits.gate_budget import BUDGET_SKIP
+
+        if summary is not None and (spent := dict(summary.skip_reasons).get(BUDGET_SKIP)):
+            reason += f"; {spent} test(s) of the slice not started: --budget-s {args.budget_s:.0f} spent"
         csv_dirs = args.benchmarks if args.benchmarks is not None else [out, root / "reports"]
         outcome = dataclasses.replace(
             outcome,

@@ -85,10 +85,36 @@ def test_baselines_from_profiles_and_golden_records(tmp_path: Path) -> None:
     assert sorted(b.source for b in found) == [
         "golden/g.yaml (3 records)",
         "golden/g.yaml (records[3])",
+        "profiles/no_env.yaml (profile)",  # an arch profile records its arch (and library version)
         "profiles/p.yaml (environment)",
     ]
     assert warnings == ["golden/broken.yaml: unreadable, its fingerprint is ignored (ParserError)"]
     assert all(b.get("host") is None for b in found)  # where a run happened is not what computed it
+
+
+def test_a_profile_records_its_arch_and_cublaslt_version(tmp_path: Path) -> None:
+    (tmp_path / "profiles").mkdir()
+    prof = {"arch": "sm_90", "library": "cublaslt", "library_version": "130100", "entries": {}}
+    (tmp_path / "profiles" / "sm_90_cublaslt130100_fp16_fp32.yaml").write_text(yaml.safe_dump(prof))
+    found, _ = gate.load_baselines(tmp_path)
+    assert [dict(b.fields) for b in found] == [{"sm": "sm_90", "cublaslt": "13.1.0"}]
+    cmp = gate.compare({**H200, "cublaslt": "13.2.0"}, found)
+    assert [(c.kind, c.recorded, c.current) for c in cmp.changes] == [("cublas", ("13.1.0",), "13.2.0")]
+
+
+def test_committed_profiles_are_baselines_of_sm90_cublaslt_13_1() -> None:
+    found, warnings = gate.load_baselines(REPO / "matrices")
+    profiles = [dict(b.fields) for b in found if b.source.startswith("profiles/")]
+    assert profiles and all(p == {"sm": "sm_90", "cublaslt": "13.1.0"} for p in profiles), profiles
+    assert warnings == []
+
+
+def test_an_unreadable_recorded_driver_is_noted_not_a_change() -> None:
+    """Session 1 recorded the H200 driver as 'for (CUDA 13.0)': not a driver change on the H200."""
+    bad = gate.Baseline("golden/x.yaml (3 records)", gate._env_fields({**H200, "driver": "for (CUDA 13.0)"}))
+    cmp = gate.compare({**H200, "driver": "580.159.04 (CUDA 13.0)"}, [bad])
+    assert cmp.changes == ()
+    assert any("recorded driver 'for (CUDA 13.0)' is unreadable" in n for n in cmp.notes), cmp.notes
 
 
 def test_absent_directories_are_tolerated(tmp_path: Path) -> None:
@@ -238,13 +264,15 @@ def test_family_of() -> None:
 def test_speed_ratios_from_junit_and_csv(tmp_path: Path) -> None:
     (tmp_path / "b.csv").write_text("kernel,dtype,ratio\nsum,fp32,0.97\nsum,fp16,1.03\nsoftmax,fp32,nan\n")
     (tmp_path / "g.csv").write_text("m,n,k,layer,speed_fixbits,speed_compile\n1,2,3,MLP,1.2,\n")
-    case = SimpleNamespace(test="suites.x::test_speed", properties=(("fixbits.speed_ratio", "0.9"),))
-    got = sorted((s.label, s.ratio, s.source) for s in gate.speed_ratios([case], [tmp_path]))
+    case = SimpleNamespace(test="suites.x::test_speed[a]", properties=(("fixbits.speed_ratio", "0.9"),))
+    perf = SimpleNamespace(test="suites.x::test_perf[b-1]", properties=(("pinned_over_free_speed", "0.97"),))
+    got = sorted((s.label, s.ratio, s.source) for s in gate.speed_ratios([case, perf], [tmp_path]))
     assert got == [
         ("MLP (fixbits)", 1.2, "g.csv"),
         ("sum", 0.97, "b.csv"),
         ("sum", 1.03, "b.csv"),
-        ("test_speed", 0.9, "junit"),
+        ("test_perf (pinned_over_free_speed)", 0.97, "junit (this run)"),
+        ("test_speed (fixbits.speed_ratio)", 0.9, "junit (this run)"),
     ]
 
 

@@ -35,6 +35,12 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100.0 * x:.1f}%"
 
 
+def speed_sources(speeds: Sequence[SpeedRatio]) -> str:
+    """Where the ratios come from: this run's JUnit properties and/or benchmark CSVs (older runs)."""
+    srcs = sorted({s.source for s in speeds})
+    return "sources: " + ", ".join(srcs) + " (a CSV holds a benchmark run's figures, not this run's)"
+
+
 def speed_groups(speeds: Sequence[SpeedRatio]) -> list[tuple[str, float, int]]:
     """(label, geometric mean, count) per label, slowest first."""
     by: dict[str, list[float]] = defaultdict(list)
@@ -223,6 +229,7 @@ def markdown(o: GateOutcome) -> str:
             "|---|---:|---:|",
         ]
         lines += [f"| {_md(k)} | {g:.3f} | {n} |" for k, g, n in groups[:40]]
+        lines += ["", _md(speed_sources(o.speeds))]
     if o.warnings:
         lines += ["", "### Warnings", ""] + [f"- {_md(w)}" for w in o.warnings]
     return "\n".join(lines) + "\n"
@@ -410,6 +417,7 @@ def page(o: GateOutcome) -> str:
         parts.append(
             _table(("what", "geomean ratio", "n"), [(k, f"{g:.3f}", n) for k, g, n in groups], numeric=(1, 2))
         )
+        parts.append(f"<p>{_e(speed_sources(o.speeds))}</p>")
     if s is not None and s.skip_reasons:
         parts.append("<h2>Skipped, by reason</h2>")
         parts.append(_table(("count", "reason"), [(n, r) for r, n in s.skip_reasons], numeric=(0,)))
