@@ -347,6 +347,19 @@ class Walk:
             )
         self.epoch += 1
 
+    def global_store(self, addr: Poly, v: Node, nbytes: int) -> None:
+        """One root per stored element (packed halves and bytes split), keyed by its address."""
+        if v.kind == "pack" and v.attrs and isinstance(v.attrs[0], int):
+            w = v.attrs[0] // 8
+            for k, piece in enumerate(v.kids):
+                self.global_store(addr + Poly.const(k * w), piece, w)
+            return
+        param = next(
+            (m[0] for m, c in sorted(addr.terms.items()) if len(m) == 1 and m[0].startswith("p:") and c == 1),
+            "?",
+        )
+        self.roots.append(Root(param, nbytes, int_node(addr), v, False))
+
     # ---- shared memory -----------------------------------------------------------------
     def smem_store(self, kind: str, addr: Node, value: Node, pred: Node | None, nbytes: int) -> None:
         self.smem_version += 1

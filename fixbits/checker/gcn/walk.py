@@ -14,7 +14,7 @@ import re
 
 from fixbits.checker.forms import Poly, exact_and, exact_bfe, exact_or, exact_shr, token
 from fixbits.checker.gcn.parse import GInst, GKernel, expand_reg
-from fixbits.checker.node import Node, Root, const_bits, int_node, opaque
+from fixbits.checker.node import Node, const_bits, int_node, opaque
 from fixbits.checker.walk import TRUE, Unsupported, Walk, icmp, mk_not, mk_select, pred_is_coordinate, to_poly
 
 _FLOAT_KIND = {
@@ -529,20 +529,8 @@ class GCNWalk(Walk):
             for p in preds:
                 if not pred_is_coordinate(p):
                     v = Node("select", (), (p, v, Node("keep", ())))
-            self._root(addr + Poly.const(k * nb), v, nb)
+            self.global_store(addr + Poly.const(k * nb), v, nb)
         return True
-
-    def _root(self, addr: Poly, v: Node, nb: int) -> None:
-        if v.kind == "pack" and v.attrs and isinstance(v.attrs[0], int):
-            w = v.attrs[0] // 8
-            for k, piece in enumerate(v.kids):
-                self._root(addr + Poly.const(k * w), piece, w)
-            return
-        param = next(
-            (m[0] for m, c in sorted(addr.terms.items()) if len(m) == 1 and m[0].startswith("p:") and c == 1),
-            "?",
-        )
-        self.roots.append(Root(param, nb, int_node(addr), v, False))
 
     def ds_read(self, ins: GInst) -> bool:
         a = ins.args

@@ -602,19 +602,6 @@ class PTXWalk(Walk):
                 self.global_store(ak, v, nbytes)
         return None
 
-    def global_store(self, addr: Poly, v: Node, nbytes: int) -> None:
-        # split packed halves / bytes into one root per element
-        if v.kind == "pack" and v.attrs and isinstance(v.attrs[0], int):
-            w = v.attrs[0] // 8
-            for k, piece in enumerate(v.kids):
-                self.global_store(addr + Poly.const(k * w), piece, w)
-            return
-        param = next(
-            (m[0] for m, c in sorted(addr.terms.items()) if len(m) == 1 and m[0].startswith("p:") and c == 1),
-            "?",
-        )
-        self.roots.append(Root(param, nbytes, int_node(addr), v, False))
-
     def op_cp(self, ins: Inst, parts: list[str]) -> bool | None:
         if ins.op.startswith("cp.async.ca.shared.global") or ins.op.startswith("cp.async.cg.shared.global"):
             dst = self.addr(ins.args[0])
