@@ -11,7 +11,7 @@ Formulas (opmath = fp32):
   bias       y = x + bias[n]
   relu       y = x if (x > 0 or x is NaN) else +0
   silu_gate  s = round(x / (1 + expf(-x)));  y = s * gate[m, n]   (eager: silu, then a multiply)
-  gelu       y = (x * 0.5f) * (1 + erff(x * float(M_SQRT1_2)))
+  gelu       y = (x * 0.5f) * (1 + erff(x * float(M_SQRT1_2)))   (erff: CUDA 13.0's, erf_cuda)
   gelu_tanh  y = (0.5f * x) * (1 + tanhf(kBeta * fma(kKappa, x*x*x, x)))   (nvcc contracts x + k*x^3)
   residual   y = x + residual[m, n]
   scale      y = x * float(value)
@@ -126,6 +126,59 @@ def round_to(x, OUT: tl.constexpr):
         return x
 
 
+# erff of CUDA 13.0 (libdevice __nv_erff, which nvcc inlines into PyTorch's GeLU), as its PTX
+# for sm_90 reads: a degree-6 polynomial in |t| (|t| >= ERF_SPLIT) or t*t (else), Horner by
+# fma, then t + t*p for small |t| and copysign(1 - ex2.approx.ftz(-|t| - |t|*p), t) for large.
+# Triton's bundled libdevice has an older erff (no copysign, a polynomial in t*t on both sides)
+# that differs by an ulp near |erf| = 1: hence this explicit copy of the instruction sequence.
+ERF_SPLIT = 1.0029599666595459  # 0x3f8060fe
+_ERF_BIG = (0x38EB4C3A, 0xBAAE005B, 0x3C09919F, 0xBD24D99A, 0x3E235519, 0x3F69B4F9, 0x3F210A14)
+_ERF_SMALL = (0x38B1E96A, 0xBA574D20, 0x3BAAD5EA, 0xBCDC1BE7, 0x3DE718AF, 0xBEC093AC, 0x3E0375D3)
+
+
+def _f32(bits: int) -> float:
+    return float(np.array([bits], dtype=np.uint32).view(np.float32)[0])
+
+
+ERF_BIG = tuple(_f32(b) for b in _ERF_BIG)
+ERF_SMALL = tuple(_f32(b) for b in _ERF_SMALL)
+
+
+@triton.jit
+def ex2_approx_ftz(x):
+    """PTX ex2.approx.ftz.f32, the instruction libdevice's erff ends with."""
+    return tl.inline_asm_elementwise(
+        "ex2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
+    )
+
+
+@triton.jit
+def copysign(sign, mag):
+    """PTX copysign.f32: |mag| with the sign of ``sign``."""
+    return tl.inline_asm_elementwise(
+        "copysign.f32 $0, $1, $2;", "=r,r,r", [sign, mag], dtype=tl.float32, is_pure=True, pack=1
+    )
+
+
+@triton.jit
+def erf_cuda(t):
+    """erff(t) with CUDA 13.0's instruction sequence (see ERF_BIG / ERF_SMALL)."""
+    a = tl.abs(t)
+    big = a >= 1.002959966659546
+    v = tl.where(big, a, t * t)
+    p = tl.where(big, 0.00011219871521461755, 8.483494457323104e-05)
+    p = libdevice.fma(p, v, tl.where(big, -0.0013275252422317863, -0.0008213091641664505))
+    p = libdevice.fma(p, v, tl.where(big, 0.00839653518050909, 0.005213488824665546))
+    p = libdevice.fma(p, v, tl.where(big, -0.04024658352136612, -0.026868773624300957))
+    p = libdevice.fma(p, v, tl.where(big, 0.15950430929660797, 0.11284004896879196))
+    p = libdevice.fma(p, v, tl.where(big, 0.9129176735877991, -0.37612664699554443))
+    p = libdevice.fma(p, v, tl.where(big, 0.6290600299835205, 0.12837915122509003))
+    s = tl.where(big, -a, t)
+    r = libdevice.fma(p, s, s)
+    e = copysign(t, 1.0 - ex2_approx_ftz(r))
+    return tl.where(big, e, r)
+
+
 @triton.jit
 def apply_op(
     x,
@@ -155,7 +208,7 @@ def apply_op(
         g = tl.load(gate_ptr + rm[:, None] * stride_gm + rn[None, :] * stride_gn, mask=mask, other=0.0)
         x = round_to(s * g.to(tl.float32), OUT)
     elif CODE == 4:
-        x = round_to((x * 0.5) * (1.0 + libdevice.erf(x * 0.7071067690849304)), OUT)
+        x = round_to((x * 0.5) * (1.0 + erf_cuda(x * 0.7071067690849304)), OUT)
     elif CODE == 5:
         cube = (x * x) * x
         if GELU_TANH_FMA:
