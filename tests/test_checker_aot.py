@@ -110,3 +110,14 @@ def test_loaded_kernels_take_the_pre_step_signature(store: Path) -> None:
     p1, _, _, _ = run.kernel_parts([loaded], [None], 1, {}, {})
     p2, _, _, _ = run.kernel_parts([loaded], [None], 2, {}, {})
     assert p1 != p2 and p1[0].startswith("unknown:")
+
+
+def test_runner_dry_run_plans_every_config() -> None:
+    from fixbits.checker.soundness import cases, load_families
+
+    want = sum(len(cases(f)) for f in load_families())
+    out = subprocess.run(
+        [sys.executable, str(RUNNER), "--out", "/tmp/unused", "--dry-run"],
+        check=True, capture_output=True, text=True, cwd=ROOT,
+    ).stdout  # fmt: skip
+    assert f"total {want} configs" in out

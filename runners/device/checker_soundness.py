@@ -1,14 +1,25 @@
 """GPU soundness gate of the static checker (paper §7.2, Table 3), for the lead to run on the H200.
 
-    PYTHONPATH=<repo> python3 runners/device/checker_soundness.py --out DIR [--budget-s 300]
+    PYTHONPATH=<repo> python3 runners/device/checker_soundness.py --out DIR [--budget-s 300] [--aot STORE]
 
-For every configuration in matrices/checker/soundness.yaml: launch it through the JIT (worker
-processes share the GPU and compile in parallel), take the PTX of the kernels that actually ran,
-compute the checker's signature, and hash the output bytes on several input draws (ordinary and
-wide exponents, two seeds). Per (kernel, dtype): true classes by bytes, checker classes by
-signature, pairs the checker certified equal whose bytes differ (must be 0), over-split factor.
-Writes DIR/checker_soundness.json, DIR/checker_soundness_cases.jsonl, DIR/checker_soundness.csv and
-prints the table last. A case that fails is reported and the rest go on.
+For every configuration in matrices/checker/soundness.yaml: launch it (worker processes share the
+GPU), take the kernels that actually ran, compute the checker's signature, and hash the output
+bytes on several input draws (ordinary and wide exponents, two seeds). Per (kernel, dtype): true
+classes by bytes (with their member configs), checker classes by signature, every checker class
+whose members' bytes differ (false equal; must be none), over-split factor. Writes
+DIR/checker_soundness_cases.jsonl as it goes (one line per config, flushed), then
+DIR/checker_soundness.json and .csv, and prints the table last. A case that fails is reported
+and the rest go on.
+
+Compiling is what costs device time, so the configs can be compiled here on CPU first:
+
+    python3 runners/device/checker_soundness.py --out /tmp/x --build-aot .aot/store --ptx-dir .aot/ptx
+    tar cJf .aot/store.tar.xz -C .aot store
+
+(resumable; the store keeps only cubin + metadata, keyed by source hash, target and options, plus
+each kernel's checker signature). On the device, ``--aot .aot/store.tar.xz`` unpacks it and
+serves the JIT's compile requests from it; a miss compiles as before, so a stale store only
+costs time. ``--resign`` re-signs the store from the kept PTX after a checker change.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 _STATE: dict[str, Any] = {}
+CHUNK = 6  # configs of one group a worker takes at a time
 
 
 def _init_worker(aot: str = "") -> None:
@@ -119,6 +131,10 @@ def kernel_parts(
             fallbacks.append(sig[1])
         physical = physical or sig[2]
     return parts, shas, fallbacks, physical
+
+
+def _run_chunk(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [_run_case(t) for t in tasks]
 
 
 def _run_case(task: dict[str, Any]) -> dict[str, Any]:
@@ -235,7 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         for c in cs:
             by_dtype.setdefault(c.dtype, []).append(c)
         groups.extend(by_dtype.values())
-    order = interleave(groups)
+    # round-robin over groups in runs of CHUNK configs: a worker takes a run of one group at a
+    # time (its input draws stay cached), and a budget cut still leaves every group covered
+    runs = interleave([[tuple(g[i : i + CHUNK]) for i in range(0, len(g), CHUNK)] for g in groups])  # type: ignore[misc]
+    order = [c for run in runs for c in run]
     if args.max_cases:
         order = order[: args.max_cases]
     draws = [(k, s) for s in meta["seeds"] for k in meta["kinds"]]
@@ -297,25 +316,32 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(args.out, "checker_soundness_cases.jsonl"), "w") as fh:
         pool = ctx.Pool(workers, initializer=_init_worker, initargs=(args.aot,))
         try:
-            it = pool.imap_unordered(_run_case, tasks, chunksize=1)
+            chunks, i = [], 0
+            for run in runs:
+                if i >= len(tasks):
+                    break
+                chunks.append(tasks[i : i + len(run)])
+                i += len(run)
+            it = pool.imap_unordered(_run_chunk, chunks, chunksize=1)
             while True:
                 remaining = deadline - time.time()
                 if remaining <= 0:
                     cut = True
                     break
                 try:
-                    r = it.next(timeout=remaining)
+                    rs = it.next(timeout=remaining)
                 except StopIteration:
                     break
                 except mp.TimeoutError:
                     cut = True
                     break
-                results.append(r)
-                slim = {k: v for k, v in r.items() if k != "trace"}
-                fh.write(json.dumps(slim) + "\n")
+                for r in rs:
+                    results.append(r)
+                    slim = {k: v for k, v in r.items() if k != "trace"}
+                    fh.write(json.dumps(slim) + "\n")
+                    if len(results) % 250 == 0:
+                        print(f"  {len(results)}/{len(tasks)} done, {time.time() - t_start:.0f}s", flush=True)
                 fh.flush()  # partial results survive a kill
-                if len(results) % 250 == 0:
-                    print(f"  {len(results)}/{len(tasks)} done, {time.time() - t_start:.0f}s", flush=True)
         finally:
             pool.terminate()
             pool.join()
