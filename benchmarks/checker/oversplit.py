@@ -73,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
             k = kern[key]
             d = resigned.get(k["ptx_sha"], k["digest"]) if args.ptx_dir else k["digest"]
             parts.append(d if d is not None else f"nondet:{r['id']}")
-        sig_of[(r["kernel"], r["dtype"], r["label"])] = hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+        sig_of[(r["kernel"], r["dtype"], r["label"])] = hashlib.sha256("|".join(parts).encode()).hexdigest()[
+            :24
+        ]
 
     rows = []
     if args.cases:
@@ -95,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
             sigs = [sig_of.get((t["kernel"], t["dtype"], lab)) for lab in labels]
             have = [s for s in sigs if s is not None]
             if len(have) < len(labels):
-                print(f"  {t['kernel']} {t['dtype']}: {len(labels) - len(have)} configs missing from the store")
+                print(
+                    f"  {t['kernel']} {t['dtype']}: {len(labels) - len(have)} configs missing from the store"
+                )
             rows.append((t["kernel"], t["dtype"], len(have), len(set(have)), t["true_classes"], None))
     print(f"{'kernel':22s} {'dtype':5s} {'cfgs':>5s} {'chk':>4s} {'true':>4s} {'split':>6s} {'FALSE=':>6s}")
     out = []
