@@ -39,9 +39,13 @@ def test_gemm_bench_dry_run_writes_its_tables(tmp_path: Path) -> None:
 def test_kernels_check_dry_run_catches_the_planted_defects(tmp_path: Path) -> None:
     out = tmp_path / "check"
     args = [str(REPO / "runners/device/kernels_check.py"), "--out", str(out), "--device", "cpu", "--small",
-            "--sections", "c", "--budget-s", "300"]  # fmt: skip
+            "--sections", "ce", "--budget-s", "300"]  # fmt: skip
     proc = _run(args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads((out / "kernels_check.json").read_text())
     planted = [r for r in results if r["section"] == "c"]
     assert len(planted) == 4 and all(r["status"] == "PASS" and r["caught"] for r in planted), planted
+    summary = [r for r in results if r["section"] == "e" and r["case"].startswith("epilogue summary")]
+    assert {r["case"].split()[2] for r in summary} >= {"bias", "relu", "residual"}, summary
+    assert all("ordinary" in r and "wide" in r for r in summary), summary
+    assert not [r for r in results if r["status"] == "ERROR"], [r for r in results if r["status"] == "ERROR"]
