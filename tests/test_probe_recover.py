@@ -177,3 +177,17 @@ def test_probe_reports_failure_instead_of_guessing() -> None:
 
     res = probe(Reversed(), 32, 2, 300, arch="sm_90", draws=2)
     assert res.status in ("failed", "ambiguous"), (res.status, res.desc)
+
+
+def test_pin_picks_k_that_separates_step_32_from_64() -> None:
+    """H200 run s2-1: a residue-first single pass probed at K=321 and pinned at K=261 and 325
+    (all = 1 or 5 mod 64 and mod 32) kept step 64 where cuBLAS steps 32; the pin must choose,
+    among the answer's shapes, a K where the readings part (here K=41 and such)."""
+    truth = GEMMDesc(arch="sm_90", instruction="mma", instruction_k=8, in_dtype="fp16", out_dtype="fp32",
+                     use_fast_accum=True, promotion_interval=None, k_loop_step=32, residue="first", k_cuts=())
+    extra = [(48, 3, k) for k in (261, 325, 389, 41, 50, 121, 243, 881)]
+    res = probe(EmulatorBackend(truth), 48, 3, 321, arch="sm_90", hints={"extra_shapes": extra}, draws=2)
+    assert res.status == "recovered", res.notes
+    assert res.desc is not None
+    for k in (41, 50, 121, 243, 881, 321):
+        assert equivalent_on(res.desc, truth, k), (k, res.desc.to_json(), res.notes)

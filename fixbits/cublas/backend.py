@@ -7,6 +7,7 @@ runs the heuristic's first answer explicitly, which must give the same bytes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,52 @@ def to_numpy(t: Any, name: str) -> np.ndarray:
     return raw.view(np_int).view(_np_dtype(name))
 
 
+# device memory one probe or verification call may take (the H200 has 139 GiB; other work,
+# the workspace and fragmentation keep a wide margin)
+MAX_CALL_BYTES = 40 << 30
+
+
+class TooLarge(RuntimeError):
+    """A call would need more device memory than MAX_CALL_BYTES."""
+
+
+def device_draw(shape: tuple[int, int], dtype: str, kind: str, gen: Any, device: str) -> Any:
+    """A random operand drawn where it is used: ordinary N(0,1) or wide (exponents spread ±12,
+    ±6 for fp8), rounded to ``dtype``. Drawing on the GPU keeps huge shapes cheap."""
+    import torch
+
+    from fixbits.cublas.torch_dtypes import torch_dtype
+
+    x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
+    if kind == "wide":
+        lo, hi = (-6, 6) if dtype.startswith("fp8") else (-12, 12)
+        x.mul_(torch.exp2(torch.randint(lo, hi + 1, shape, generator=gen, device=device).float()))
+    if dtype.startswith("fp8"):
+        x.clamp_(-448, 448)
+    return x.to(torch_dtype(dtype))
+
+
+def sparse_operand(shape: tuple[int, int], nz: tuple[np.ndarray, np.ndarray, np.ndarray], dtype: str,
+                   device: str) -> Any:
+    """A mostly-zero operand built in device memory from (row, col, value) triples."""
+    import torch
+
+    from fixbits.cublas.torch_dtypes import torch_dtype
+
+    i, j, v = nz
+    x = torch.zeros(shape, dtype=torch.float32, device=device)
+    if len(v):
+        idx = (torch.from_numpy(np.asarray(i, dtype=np.int64)).to(device),
+               torch.from_numpy(np.asarray(j, dtype=np.int64)).to(device))
+        x.index_put_(idx, torch.from_numpy(np.asarray(v, dtype=np.float32)).to(device), accumulate=True)
+    return x.to(torch_dtype(dtype))
+
+
+def cells_for(k: int, cells: int, work: float = 4e6) -> int:
+    """Rows (and columns) to sample so that emulating them costs about ``work`` products."""
+    return max(2, min(cells, int(math.sqrt(work / max(1, k)))))
+
+
 @dataclass
 class CublasBackend:
     """cuBLASLt C = A·B for row-major numpy A (M,K), B (K,N) of ``in_dtype``."""
@@ -93,3 +140,62 @@ class CublasBackend:
             )
         c = self.lt.matmul(ta, tb, self.out_dtype, algo=answer, workspace_bytes=self.workspace_bytes)
         return to_numpy(c, self.out_dtype)
+
+    # the device-side paths: operands built or drawn on the device, only sampled cells come back
+    device: str = "cuda"
+    max_bytes: int = MAX_CALL_BYTES
+
+    def _mm(self, ta: Any, tb: Any) -> Any:
+        answer = None
+        if self.algo == "heuristic":
+            answer = self.lt.heuristic(int(ta.shape[0]), int(tb.shape[1]), int(ta.shape[1]), self.in_dtype,
+                                       self.out_dtype, workspace_bytes=self.workspace_bytes)
+        return self.lt.matmul(ta, tb, self.out_dtype, algo=answer, workspace_bytes=self.workspace_bytes)
+
+    def _guard(self, m: int, n: int, k: int, per_input: int = 6) -> None:
+        need = per_input * (m * k + k * n) + 4 * m * n
+        if need > self.max_bytes:
+            raise TooLarge(f"{m}x{n}x{k} needs {need / 2**30:.0f} GiB of device memory "
+                           f"(limit {self.max_bytes / 2**30:.0f} GiB)")
+
+    def gemm_call(self, call: Any) -> np.ndarray:
+        """A probe call (fixbits.probe.placements.Call) built on the device; its read cells back."""
+        import torch
+
+        self._guard(call.m, call.n, call.k)
+        ta = sparse_operand((call.m, call.k), call.a_nz, self.in_dtype, self.device)
+        tb = sparse_operand((call.k, call.n), call.b_nz, self.in_dtype, self.device)
+        c = self._mm(ta, tb)
+        del ta, tb
+        ii = torch.tensor([i for i, _ in call.reads], dtype=torch.int64, device=c.device)
+        jj = torch.tensor([j for _, j in call.reads], dtype=torch.int64, device=c.device)
+        return to_numpy(c[ii, jj], self.out_dtype)
+
+    def draw_sampled(self, m: int, n: int, k: int, kind: str, seed: int, rows: list[int],
+                     cols: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One random draw run on the device: (A's sampled rows, B's sampled columns, C there)."""
+        import torch
+
+        self._guard(m, n, k, per_input=10)
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
+        ta = device_draw((m, k), self.in_dtype, kind, gen, self.device)
+        tb = device_draw((k, n), self.in_dtype, kind, gen, self.device)
+        c = self._mm(ta, tb)
+        ri = torch.tensor(rows, dtype=torch.int64, device=c.device)
+        ci = torch.tensor(cols, dtype=torch.int64, device=c.device)
+        out = (to_numpy(ta[ri], self.in_dtype), to_numpy(tb[:, ci], self.in_dtype),
+               to_numpy(c[ri][:, ci], self.out_dtype))
+        del ta, tb, c
+        return out
+
+    def launcher(self, m: int, n: int, k: int) -> Any:
+        """A callable running one GEMM of this shape on zero operands (for launch profiling)."""
+        import torch
+
+        from fixbits.cublas.torch_dtypes import torch_dtype
+
+        self._guard(m, n, k, per_input=2)
+        ta = torch.zeros((m, k), dtype=torch_dtype(self.in_dtype), device=self.device)
+        tb = torch.zeros((k, n), dtype=torch_dtype(self.in_dtype), device=self.device)
+        return lambda: self._mm(ta, tb)

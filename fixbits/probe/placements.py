@@ -66,13 +66,61 @@ def lr_placement(mag: Magnitudes, r: int, plus: int, minus: int, tag: tuple[Any,
 
 @dataclass
 class Call:
-    """One black-box GEMM: the inputs, and where each placement's answer will be read."""
+    """One black-box GEMM: its sparse inputs, and where each placement's answer will be read.
 
-    a: np.ndarray
-    b: np.ndarray
+    The inputs are kept as (row, col, value) triples: a probe call is almost all zeros, so a
+    GPU backend builds it in device memory (zeros + index_put) and returns only the read cells,
+    whatever the shape. ``a`` / ``b`` densify on the host (emulator backends, small shapes);
+    ``a_rows`` / ``b_cols`` densify only the rows or columns an emulator check needs.
+    """
+
+    m: int
+    n: int
+    k: int
+    in_dtype: str
+    a_nz: tuple[np.ndarray, np.ndarray, np.ndarray]  # rows, cols (K positions), values of A
+    b_nz: tuple[np.ndarray, np.ndarray, np.ndarray]  # rows (K positions), cols, values of B
     reads: list[tuple[int, int]]  # (row, col) of each placement, in order
     placements: list[Placement]
-    out: np.ndarray | None = None
+    out: np.ndarray | None = None  # the whole output (host backends)
+    vals: np.ndarray | None = None  # the output at ``reads`` only (sparse backends)
+
+    def _dense(self, shape: tuple[int, int], nz: tuple[np.ndarray, np.ndarray, np.ndarray],
+               rows: list[int] | None = None, cols: list[int] | None = None) -> np.ndarray:
+        from fixbits.numerics.formats import np_dtype
+
+        i, j, v = nz
+        if rows is not None:
+            pos = {r: x for x, r in enumerate(rows)}
+            sel = np.isin(i, rows)
+            i, j, v = np.array([pos[int(r)] for r in i[sel]], dtype=np.int64), j[sel], v[sel]
+            shape = (len(rows), shape[1])
+        if cols is not None:
+            pos = {c: x for x, c in enumerate(cols)}
+            sel = np.isin(j, cols)
+            i, j, v = i[sel], np.array([pos[int(c)] for c in j[sel]], dtype=np.int64), v[sel]
+            shape = (shape[0], len(cols))
+        out = np.zeros(shape, dtype=np.float32)
+        np.add.at(out, (i, j), v)
+        return out.astype(np_dtype(self.in_dtype))
+
+    @property
+    def a(self) -> np.ndarray:
+        return self._dense((self.m, self.k), self.a_nz)
+
+    @property
+    def b(self) -> np.ndarray:
+        return self._dense((self.k, self.n), self.b_nz)
+
+    def a_rows(self, rows: list[int]) -> np.ndarray:
+        return self._dense((self.m, self.k), self.a_nz, rows=rows)
+
+    def b_cols(self, cols: list[int]) -> np.ndarray:
+        return self._dense((self.k, self.n), self.b_nz, cols=cols)
+
+    def nbytes(self) -> int:
+        """Device memory one call needs (fp32 staging of A and B, their copies, fp32 C)."""
+        return 6 * (self.m * self.k + self.k * self.n) + 4 * self.m * self.n
 
 
 @dataclass
@@ -108,28 +156,36 @@ class Packer:
         def flush() -> None:
             if not pending:
                 return
-            var = np.zeros((self.slots, self.k), dtype=np.float32)
-            shared = np.zeros((self.scales, self.k), dtype=np.float32)
+            si: list[int] = []  # shared operand entries: (vector, position, value)
+            sp: list[int] = []
+            sv: list[float] = []
+            acc: dict[tuple[int, int], float] = {}  # varying operand: (slot, position) -> sum
             values: set[float] = set()
             for j, vec in enumerate(vectors):
                 for pos, bval in vec.items():
-                    shared[j, pos] = bval
+                    si.append(j)
+                    sp.append(pos)
+                    sv.append(bval)
                     values.add(bval)
             reads = []
             for slot, (pl, j) in enumerate(pending):
                 for pos, aval, _ in pl.terms:
-                    var[slot, pos] += aval
+                    acc[(slot, pos)] = float(np.float32(acc.get((slot, pos), 0.0) + aval))
                     values.add(aval)
                 reads.append((slot, j) if self.slots_on_rows else (j, slot))
             vals = np.array(sorted(values), dtype=np.float64)
             bad = vals[vals.astype(dt).astype(np.float64) != vals]
             if bad.size:
                 raise ValueError(f"placement value(s) {bad[:4].tolist()} not exact in {self.in_dtype}")
-            if self.slots_on_rows:
-                a, b = var.astype(dt), np.ascontiguousarray(shared.T).astype(dt)
-            else:
-                a, b = shared.astype(dt), np.ascontiguousarray(var.T).astype(dt)
-            calls.append(Call(a=a, b=b, reads=reads, placements=[p for p, _ in pending]))
+            vi = np.array([x[0] for x in acc], dtype=np.int64)
+            vp = np.array([x[1] for x in acc], dtype=np.int64)
+            vv = np.array(list(acc.values()), dtype=np.float32)
+            shi, shp, shv = np.array(si, dtype=np.int64), np.array(sp, dtype=np.int64), np.array(sv, dtype=np.float32)
+            if self.slots_on_rows:  # A rows are slots, B columns are scale vectors
+                a_nz, b_nz = (vi, vp, vv), (shp, shi, shv)
+            else:  # A rows are scale vectors, B columns are slots
+                a_nz, b_nz = (shi, shp, shv), (vp, vi, vv)
+            calls.append(Call(self.m, self.n, self.k, self.in_dtype, a_nz, b_nz, reads, [p for p, _ in pending]))
             pending.clear()
             vectors.clear()
 
@@ -164,16 +220,23 @@ class Packer:
         return calls
 
 
+def _cells(call: Call) -> np.ndarray:
+    """The output at the call's reads, from whichever form the backend filled in."""
+    if call.vals is not None:
+        return np.asarray(call.vals)
+    assert call.out is not None
+    out = np.asarray(call.out)
+    ii = np.array([i for i, _ in call.reads], dtype=np.int64)
+    jj = np.array([j for _, j in call.reads], dtype=np.int64)
+    return out[ii, jj]
+
+
 def read(call: Call) -> list[float]:
     """Each placement's output as a float (the call must have run)."""
-    assert call.out is not None
-    out = call.out
-    return [float(np.asarray(out[i, j], dtype=np.float64)) for i, j in call.reads]
+    return [float(x) for x in _cells(call).astype(np.float64)]
 
 
 def read_bits(call: Call) -> list[int]:
     from fixbits.numerics.formats import bits
 
-    assert call.out is not None
-    u = bits(np.ascontiguousarray(call.out))
-    return [int(u[i, j]) for i, j in call.reads]
+    return [int(x) for x in bits(np.ascontiguousarray(_cells(call)))]

@@ -80,7 +80,7 @@ def _read_cells(desc: GEMMDesc, call: Call) -> np.ndarray:
 
     rows = sorted({i for i, _ in call.reads})
     cols = sorted({j for _, j in call.reads})
-    out = emulate(desc, call.a[rows], call.b[:, cols])
+    out = emulate(desc, call.a_rows(rows), call.b_cols(cols))
     ri = {r: x for x, r in enumerate(rows)}
     ci = {c: x for x, c in enumerate(cols)}
     u = bits(np.ascontiguousarray(out))
@@ -246,7 +246,10 @@ def _sample(n: int, count: int, rng: np.random.Generator) -> list[int]:
 
 def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *, seed: int, draws: int,
                  cells: int = 8) -> tuple[list[bool], int]:
-    """Each desc against the black box on ``draws`` fresh ordinary + wide draws (sampled cells)."""
+    """Each desc against the black box on ``draws`` fresh ordinary + wide draws (sampled cells:
+    outputs are independent, so emulating only the sampled rows and columns is exact there).
+    A backend with ``draw_sampled`` draws on its device and returns only those cells."""
+    from fixbits.cublas.backend import cells_for
     from fixbits.emulate import emulate
     from fixbits.numerics.formats import bits
 
@@ -254,18 +257,26 @@ def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *,
     in_dtype = descs[0].in_dtype
     rng = np.random.default_rng(seed)
     done = 0
+    cells = cells_for(k, cells)
+    sampled = getattr(backend, "draw_sampled", None)
     for i in range(draws):
         kind = ("ordinary", "wide")[i % 2]
-        a = _draw((m, k), in_dtype, kind, seed * 1000 + 2 * i)
-        b = _draw((k, n), in_dtype, kind, seed * 1000 + 2 * i + 1)
-        got = backend.gemm(a, b)
-        done += 1
         rows, cols = _sample(m, cells, rng), _sample(n, cells, rng)
-        want_bits = bits(np.ascontiguousarray(got[np.ix_(rows, cols)]))
+        if sampled is not None:
+            a_r, b_c, got = sampled(m, n, k, kind, seed * 1000 + 2 * i, rows, cols)
+        else:
+            a = _draw((m, k), in_dtype, kind, seed * 1000 + 2 * i)
+            b = _draw((k, n), in_dtype, kind, seed * 1000 + 2 * i + 1)
+            got = backend.gemm(a, b)[np.ix_(rows, cols)]
+            a_r, b_c = a[rows], b[:, cols]
+        done += 1
+        want_bits = bits(np.ascontiguousarray(got))
         for j, d in enumerate(descs):
             if ok[j]:
-                em = emulate(d, a[rows], b[:, cols])
+                em = emulate(d, a_r, b_c)
                 ok[j] = bool(np.array_equal(bits(np.ascontiguousarray(em)), want_bits))
+        if not any(ok):
+            break
     return ok, done
 
 
@@ -452,15 +463,56 @@ def _split_alternatives(desc: GEMMDesc, k: int) -> list[GEMMDesc]:
     return out
 
 
+def _signature(d: GEMMDesc, k: int) -> bytes:
+    ad = addresses(d, k)
+    return repr((ad.kinds, ad.counts)).encode() + ad.index.tobytes()
+
+
+def _pin_order(alive: list[GEMMDesc], extra: list[tuple[int, int, int]], *, max_k: int = 40,
+               max_len: int = 24, k_cap: int = 65536) -> list[tuple[tuple[int, int, int], int]]:
+    """Shapes of the answer where the readings differ most, with how many classes each makes.
+
+    ``extra`` comes cheapest first; one shape per K, spread over K mod 128 (the residue turn,
+    k_loop_step and split granules show at K that is not a multiple of them; two readings that
+    differ only in step 32 vs 64 agree at every K with K mod 64 < 32), up to ``max_k`` K."""
+    per_k: dict[int, tuple[int, int, int]] = {}
+    buckets: set[int] = set()
+    for sh in extra:
+        k = sh[2]
+        if k in per_k or k < 3 or k > k_cap:
+            continue
+        if (k % 128) in buckets and len(per_k) >= max_k // 2:
+            continue
+        buckets.add(k % 128)
+        per_k[k] = sh
+        if len(per_k) >= max_k:
+            break
+    sample = alive[:max_len]
+    scored = []
+    for i, (k, sh) in enumerate(per_k.items()):
+        classes = len({_signature(d, k) for d in sample})
+        if classes > 1:
+            scored.append((-classes, i, sh))
+    scored.sort()
+    return [(sh, -c) for c, _, sh in scored]
+
+
 def _pin(backend: Any, best: GEMMDesc, alts: list[GEMMDesc], extra: list[tuple[int, int, int]],
-         hints: dict[str, Any], rng: np.random.Generator) -> tuple[GEMMDesc, list[GEMMDesc], list[str]]:
+         hints: dict[str, Any], rng: np.random.Generator, max_shapes: int = 3) -> tuple[GEMMDesc, list[GEMMDesc], list[str]]:
     """Readings equal at the probed K (split rule and granule, residue turn and step, ...)
-    differ elsewhere: walk other shapes of the same heuristic answer where they part."""
+    differ elsewhere: walk the shapes of the same heuristic answer where they part most."""
     notes = []
     alive = [best] + alts
-    for m2, n2, k2 in extra:
+    tried: set[int] = set()
+    for _ in range(max_shapes):
         if len(alive) <= 1:
             break
+        order = [(sh, c) for sh, c in _pin_order(alive, extra) if sh[2] not in tried]
+        if not order:
+            notes.append(f"{len(alive)} readings cut every K of this answer the same way")
+            break
+        (m2, n2, k2), _ = order[0]
+        tried.add(k2)
         s2 = Session(backend, m2, n2, k2, best.in_dtype, best.out_dtype)
         keff2 = k2 - dropped_tail(s2)
         f = _Filter([], k2, {})
