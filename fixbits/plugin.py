@@ -11,6 +11,7 @@ the nondeterminism it exists to catch.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,7 +212,10 @@ def options(config: pytest.Config) -> FixbitsOptions:
     return config.stash[_OPTIONS_KEY]
 
 
+@pytest.hookimpl(tryfirst=True)  # first: a worker owns its GPU before any plugin can open one
 def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        _pin_worker_gpu(config)
     for name, text in _MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     config.stash[_CRASH_KEY] = []
@@ -240,6 +244,75 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         libs = " ".join(f"{k}={v}" for k, v in fp.libraries())
         lines.append(f"fixbits env {fp.short_hash}: {fp.gpu_name} ({fp.sm}, {fp.sm_count} SMs) {libs}")
     return lines
+
+
+# -- pytest-xdist: one GPU per worker, fuzz shapes sharded by index (fixbits/workers.py) --------
+
+_GPUS_KEY = pytest.StashKey[Any]()
+_PINNED_KEY = pytest.StashKey[str]()
+
+
+def _controller_gpus(config: pytest.Config) -> Any:
+    """The GPUs the controller sees (no CUDA context opened), once per session."""
+    if _GPUS_KEY not in config.stash:
+        from fixbits.workers import visible_gpus
+
+        config.stash[_GPUS_KEY] = visible_gpus(os.environ)
+    return config.stash[_GPUS_KEY]
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto`: one worker per visible GPU when suites/ is selected; else xdist's CPU count."""
+    from fixbits.workers import auto_workers, selects_gpu_suites
+
+    root = Path(str(config.rootpath))
+    args = [str(a) for a in config.args]
+    gpu_suites = selects_gpu_suites(args, root, Path(str(config.invocation_params.dir)))
+    gpu_suites = gpu_suites or selects_gpu_suites(args, root, root)
+    return auto_workers(_controller_gpus(config), gpu_suites=gpu_suites)  # type: ignore[no-any-return]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Controller side: every worker gets the controller's GPU list (it picks its own entry)."""
+    from fixbits.workers import WORKERINPUT_KEY
+
+    node.workerinput[WORKERINPUT_KEY] = _controller_gpus(node.config).to_workerinput()
+
+
+def _pin_worker_gpu(config: pytest.Config) -> None:
+    """Worker side: set CUDA/HIP_VISIBLE_DEVICES to this worker's GPU before CUDA starts."""
+    import sys
+    import warnings
+
+    from fixbits.workers import WORKERINPUT_KEY, GpuSet, pin_environment, visible_gpus
+
+    wi = config.workerinput  # type: ignore[attr-defined]
+    gpus = GpuSet.from_workerinput(wi[WORKERINPUT_KEY]) if WORKERINPUT_KEY in wi else visible_gpus(os.environ)
+    env = pin_environment(gpus, str(wi.get("workerid", "")))
+    if not env:
+        return
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        warnings.warn(
+            f"fixbits: CUDA was initialised in {wi.get('workerid')} before its GPU could be pinned; "
+            "this worker may share a GPU",
+            stacklevel=1,
+        )
+    os.environ.update(env)
+    config.stash[_PINNED_KEY] = env["FIXBITS_WORKER_GPU"]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With fuzz shapes selected, shape i runs on worker i mod n (the rest load-balanced)."""
+    markexpr = str(config.getoption("markexpr", "") or "")
+    if config.getvalue("dist") != "load" or (config.getoption("--mode") != "fuzz" and "fuzz" not in markexpr):
+        return None
+    from fixbits.workers import _shard_scheduling
+
+    return _shard_scheduling()(config, log)
 
 
 # -- collection: suite markers, fuzz selection, GPU skips -------------------------------------
@@ -410,6 +483,9 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """After a crash in this process, skip GPU tests if the device context is gone."""
+    if pinned := item.config.stash.get(_PINNED_KEY, None):  # which worker and GPU ran it, in the JUnit
+        item.user_properties.append(("fixbits.worker", str(item.config.workerinput["workerid"])))  # type: ignore[attr-defined]
+        item.user_properties.append(("fixbits.gpu", pinned))
     crashes = item.config.stash.get(_CRASH_KEY, [])
     if not crashes or not _is_gpu_item(item):
         return

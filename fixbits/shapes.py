@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -457,6 +458,39 @@ def fuzz_shapes(
         m, n, k = _cap(m, n, k, max_elements)
         out.append(Shape(m, n, k, layer=f"fuzz:{regime}", epilogue="none", model="fuzz"))
     return out
+
+
+# -- sharding fuzz shapes over workers -------------------------------------------------------
+
+FUZZ_ID_PREFIX = "fuzz"
+_FUZZ_ID = re.compile(r"\[(?:[^\]]*-)?" + FUZZ_ID_PREFIX + r"(\d+)(?:-[^\]]*)?\]$")
+
+
+def shard_of(index: int, workers: int) -> int:
+    """The worker (0-based) that runs fuzz shape ``index``: round robin, fixed by the index alone."""
+    if workers < 1 or index < 0:
+        raise ValueError(f"shard_of({index}, {workers}): need index >= 0 and workers >= 1")
+    return index % workers
+
+
+def shard(count: int, worker: int, workers: int) -> range:
+    """The indices of ``count`` fuzz shapes that ``worker`` of ``workers`` runs. Over all workers
+    the shards are disjoint and their union is range(count); sizes differ by at most one."""
+    if not 0 <= worker < workers:
+        raise ValueError(f"worker {worker} is not in 0..{workers - 1}")
+    return range(worker, max(count, 0), workers)
+
+
+def fuzz_param_id(index: int) -> str:
+    """The pytest id of fuzz shape ``index`` ('fuzz7'): how the xdist scheduler and `fixbits
+    report --check-shapes` recognise a fuzz shape in a node id."""
+    return f"{FUZZ_ID_PREFIX}{index}"
+
+
+def fuzz_index_of(nodeid: str) -> int | None:
+    """7 for 'suites/x.py::test_f[fp16-fuzz7]', None for an item that is not a fuzz shape."""
+    m = _FUZZ_ID.search(nodeid)
+    return int(m.group(1)) if m else None
 
 
 # -- `fixbits shapes` ----------------------------------------------------------------------

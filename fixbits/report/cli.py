@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from fixbits.report import render
-from fixbits.report.junit import ReportError, cases, merge, summarize
+from fixbits.report.junit import ReportError, cases, merge, shape_coverage, summarize
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +22,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strict", action="store_true", help="exit 1 when anything failed or errored, or no test ran"
     )
+    parser.add_argument(
+        "--check-shapes",
+        action="store_true",
+        help="exit 1 unless every fuzz shape (test id fuzz<i>) appears exactly once over the files",
+    )
+    parser.add_argument(
+        "--expect-shapes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --check-shapes: the seeded set is 0..N-1",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,4 +47,9 @@ def run(args: argparse.Namespace) -> int:
         xml.write(str(args.out))
     summary = summarize(cases(xml))
     print(render.markdown(summary) if args.format == "markdown" else render.text(summary))
-    return 1 if args.strict and not summary.ok else 0
+    rc = 1 if args.strict and not summary.ok else 0
+    if args.check_shapes:
+        cov = shape_coverage(cases(xml), args.expect_shapes)
+        print(render.coverage(cov))
+        rc = rc or (0 if cov.ok else 1)
+    return rc

@@ -133,3 +133,44 @@ def summarize(results: Iterable[CaseResult]) -> Summary:
             (name, c["passed"], c["failed"], c["error"], c["skipped"]) for name, c in sorted(per.items())
         ),
     )
+
+
+# -- fuzz shapes: each exactly once over the merged files ----------------------------------------
+
+
+@dataclass(frozen=True)
+class ShapeCoverage:
+    """Per fuzz test (its node id with the shape index starred): shapes seen twice, missing, unexpected."""
+
+    families: tuple[tuple[str, int, int], ...]  # (family, distinct shapes seen, expected count)
+    duplicates: tuple[tuple[str, int, int], ...]  # (family, index, times seen)
+    missing: tuple[tuple[str, int], ...]  # (family, index)
+    unexpected: tuple[tuple[str, int], ...] = ()  # (family, index) beyond the seeded set
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.families) and not (self.duplicates or self.missing or self.unexpected)
+
+
+def shape_coverage(results: Iterable[CaseResult], expect: int | None = None) -> ShapeCoverage:
+    """Check that every fuzz shape (test id '...fuzz<i>...', fixbits.shapes.fuzz_param_id) appears
+    exactly once. Expected per family: range(expect), or range(highest index seen + 1)."""
+    from fixbits.shapes import fuzz_index_of, fuzz_param_id
+
+    seen: dict[str, Counter[int]] = {}
+    for r in results:
+        idx = fuzz_index_of(r.test)
+        if idx is None:
+            continue
+        tag = fuzz_param_id(idx)
+        cut = r.test.rindex(tag)
+        family = r.test[:cut] + fuzz_param_id(0).rstrip("0") + "*" + r.test[cut + len(tag) :]
+        seen.setdefault(family, Counter())[idx] += 1
+    families, dups, missing, unexpected = [], [], [], []
+    for fam, counts in sorted(seen.items()):
+        n = expect if expect is not None else max(counts) + 1
+        families.append((fam, len(counts), n))
+        dups += [(fam, i, c) for i, c in sorted(counts.items()) if c > 1]
+        missing += [(fam, i) for i in range(n) if i not in counts]
+        unexpected += [(fam, i) for i in sorted(counts) if i >= n]
+    return ShapeCoverage(tuple(families), tuple(dups), tuple(missing), tuple(unexpected))

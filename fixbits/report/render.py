@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fixbits.report.junit import CaseResult, Summary
 
 _DRIFT_COLUMNS = ("test", "outcome", "shape", "dtype", "desc hash", "first difference")
@@ -77,4 +79,19 @@ def markdown(s: Summary) -> str:
         ]
         for case in s.problems:
             lines.append("| " + " | ".join(_md_cell(c) for c in _row(case.outcome, case)) + " |")
+    return "\n".join(lines)
+
+
+def coverage(cov: Any) -> str:
+    """`fixbits report --check-shapes`: shapes per fuzz test, then each duplicate and missing shape."""
+    if not cov.families:
+        return "fuzz shapes: none found (no test id carries fuzz<i>): FAILED"
+    lines = [f"fuzz shapes: {'each exactly once' if cov.ok else 'FAILED'}"]
+    lines += [f"  {fam}: {seen} of {n}" for fam, seen, n in cov.families]
+    lines += [f"  duplicate: {fam} shape {i} appears {c} times" for fam, i, c in cov.duplicates[:50]]
+    lines += [f"  missing:   {fam} shape {i}" for fam, i in cov.missing[:50]]
+    lines += [f"  unexpected: {fam} shape {i} (beyond the seeded set)" for fam, i in cov.unexpected[:50]]
+    more = sum(max(len(x) - 50, 0) for x in (cov.duplicates, cov.missing, cov.unexpected))
+    if more > 0:
+        lines.append(f"  ... and {more} more")
     return "\n".join(lines)
