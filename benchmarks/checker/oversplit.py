@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                 s = signature((Path(args.ptx_dir) / f"{k['ptx_sha']}.ptx").read_text(), "ptx")
                 resigned[k["ptx_sha"]] = s.digest if s.deterministic else None
     sig_of: dict[tuple[str, str, str], str] = {}
+    text_of: dict[tuple[str, str, str], str] = {}
     for line in (store / "cases.jsonl").read_text().splitlines():
         r = json.loads(line)
         if "error" in r or not r.get("keys"):
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             k = kern[key]
             d = resigned.get(k["ptx_sha"], k["digest"]) if args.ptx_dir else k["digest"]
             parts.append(d if d is not None else f"nondet:{r['id']}")
+        text_of[(r["kernel"], r["dtype"], r["label"])] = "|".join(kern[k]["ptx_sha"] for k in r["keys"])
         sig_of[(r["kernel"], r["dtype"], r["label"])] = hashlib.sha256("|".join(parts).encode()).hexdigest()[
             :24
         ]
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             by.setdefault((r["kernel"], r["dtype"]), []).append((s, r["bytes"]))
         for (kernel, dtype), items in sorted(by.items()):
             chk, true, pairs, _ = partition(items)
-            rows.append((kernel, dtype, len(items), chk, true, pairs))
+            rows.append((kernel, dtype, len(items), chk, true, pairs, None))
     else:
         order = _labels_in_order()
         table = json.loads(Path(args.h200).read_text())["table"]
@@ -100,17 +102,27 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"  {t['kernel']} {t['dtype']}: {len(labels) - len(have)} configs missing from the store"
                 )
-            rows.append((t["kernel"], t["dtype"], len(have), len(set(have)), t["true_classes"], None))
-    print(f"{'kernel':22s} {'dtype':5s} {'cfgs':>5s} {'chk':>4s} {'true':>4s} {'split':>6s} {'FALSE=':>6s}")
+            texts = {
+                text_of[(t["kernel"], t["dtype"], lab)]
+                for lab in labels
+                if (t["kernel"], t["dtype"], lab) in text_of
+            }
+            rows.append(
+                (t["kernel"], t["dtype"], len(have), len(set(have)), t["true_classes"], None, len(texts))
+            )
+    print(
+        f"{'kernel':22s} {'dtype':5s} {'cfgs':>5s} {'ptx':>4s} {'chk':>4s} {'true':>4s} {'split':>6s} {'FALSE=':>6s}"
+    )
     out = []
-    for kernel, dtype, n, chk, true, pairs in rows:
+    for kernel, dtype, n, chk, true, pairs, ntext in rows:
         split = chk / true if true else None
         print(
-            f"{kernel:22s} {dtype:5s} {n:5d} {chk:4d} {true!s:>4s} "
+            f"{kernel:22s} {dtype:5s} {n:5d} {ntext!s:>4s} {chk:4d} {true!s:>4s} "
             f"{(f'{split:.2f}' if split else '-'):>6s} {pairs!s:>6s}"
         )
         out.append(
-            {"kernel": kernel, "dtype": dtype, "configs": n, "checker_classes": chk, "true_classes": true,
+            {"kernel": kernel, "dtype": dtype, "configs": n, "distinct_ptx": ntext, "checker_classes": chk,
+             "true_classes": true,
              "over_split": round(split, 3) if split else None, "false_equal_pairs": pairs}
         )  # fmt: skip
     if args.out:
