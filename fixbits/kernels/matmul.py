@@ -170,22 +170,50 @@ def matmul(
         )
     m, k = a.shape
     n = b.shape[1]
+    key = (m, n, k, in_dtype, out_dtype, str(a.device), desc, ops)
+    route = _ROUTES.get(key)
+    if route is None:
+        route = _route(m, n, k, in_dtype, out_dtype, a.device, desc, ops)
+        if route[0] is not None:  # a fallback is not cached: a later profile may cover it
+            _ROUTES[key] = route
+    desc, fn, tuned = route
+    if desc is None:
+        if fallback == "error":
+            raise tuned
+        base = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16",
+                        out_dtype=out_dtype, epilogue=ops)  # fmt: skip
+        return eager_epilogue(cublas_matmul(a, b, out_dtype), base, bias, residual, gate)
+    if tuned is not None and config is None:
+        config = best_config(tuned, m, n)
+    if tuned is None:
+        return fn(a, b, desc, bias=bias, residual=residual, gate=gate)
+    return fn(a, b, desc, bias=bias, residual=residual, gate=gate, config=config)
+
+
+# (m, n, k, dtypes, device, desc, ops) -> (desc, kernel function, tuning key or None): the
+# heuristic query, profile lookup and kernel choice run once per shape, not per call
+_ROUTES: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
+
+
+def _route(
+    m: int,
+    n: int,
+    k: int,
+    in_dtype: str,
+    out_dtype: str,
+    device: Any,
+    desc: GEMMDesc | None,
+    ops: tuple[Any, ...],
+) -> tuple[Any, Any, Any]:
     if desc is None:
         try:
-            desc = resolve_desc(m, n, k, in_dtype, out_dtype, a.device)
-        except MatmulUnavailable:
-            if fallback == "error":
-                raise
-            base = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16",
-                            out_dtype=out_dtype, epilogue=ops)  # fmt: skip
-            return eager_epilogue(cublas_matmul(a, b, out_dtype), base, bias, residual, gate)
+            desc = resolve_desc(m, n, k, in_dtype, out_dtype, device)
+        except MatmulUnavailable as exc:
+            return None, None, exc
     if ops:
         desc = desc.replace(epilogue=ops)
     if desc.out_dtype != out_dtype:
         raise ValueError(f"out_dtype={out_dtype} but desc.out_dtype={desc.out_dtype}")
     choice = choose_kernel(desc, m, n)
-    fn = choice.load()
-    kw: dict[str, Any] = {"bias": bias, "residual": residual, "gate": gate}
-    if desc.instruction != "fma":
-        kw["config"] = config or best_config((choice.family, desc.in_dtype, desc.out_dtype), m, n)
-    return fn(a, b, desc, **kw)
+    tuned = (choice.family, desc.in_dtype, desc.out_dtype) if desc.instruction != "fma" else None
+    return desc, choice.load(), tuned
