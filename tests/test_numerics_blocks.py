@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fixbits import golden
 from fixbits.numerics import blocks, formats
 
 pytestmark = pytest.mark.unit
@@ -220,7 +224,7 @@ def test_block_fold_matches_reference(
         model,
         dtype,
     )
-    assert got == want and math.copysign(1, got) == math.copysign(1, want) or (want == 0 and got == 0), (
+    assert got == want and math.copysign(1, got) == math.copysign(1, want), (
         ua,
         ub,
         c,
@@ -289,16 +293,86 @@ def test_block_fold_vectorised_over_leading_axes() -> None:
     assert u32(blocks.block_fold(a2, b2, np.float32(0), H)) == u32(chained), f"seed {seed}"
 
 
-def test_below_fp32_range_uses_e_zero_grid_and_keeps_the_sign() -> None:
+def test_below_fp32_range_uses_e_zero_grid_and_underflows_to_plus_zero() -> None:
     """Products of 2^-150 live on the 2^(e_zero - F) = 2^-158 grid: two of them make the smallest
-    fp32 subnormal; one alone rounds toward zero to a zero of its own sign (the sign is the
-    model's choice, checked on the H200 by capture_golden's 'underflow' cases)."""
+    fp32 subnormal; one alone rounds toward zero to zero, and that zero is +0 whatever the sign
+    of the sum (measured on the H200: see test_h200_underflow_vectors)."""
     t = 2.0**-75
     a = np.array([t, t] + [0] * 14, dtype=ml_dtypes.bfloat16)
     b = np.array([t, t] + [0] * 14, dtype=ml_dtypes.bfloat16)
     assert u32(blocks.block_fold(a, b, np.float32(0), H)) == 0x00000001
-    assert u32(blocks.block_fold(-a[:1], b[:1], np.float32(0), H)) == 0x80000000
+    assert u32(blocks.block_fold(-a, b, np.float32(0), H)) == 0x80000001
+    assert u32(blocks.block_fold(-a[:1], b[:1], np.float32(0), H)) == 0x00000000
     assert u32(blocks.block_fold(a[:1], b[:1], np.float32(0), H)) == 0x00000000
     # with e_zero far lower the grid would be finer, but the sum the same here; with e_max raised
     # by an accumulator of 2^-126 the grid is 2^-151 and the 2^-150 products still count
     assert u32(blocks.block_fold(a, b, np.float32(2.0**-126), H)) == u32(np.float32(2.0**-126 + 2.0**-149))
+
+
+# -- H200 measurements: the sign of a zero block result -------------------------------------------
+
+_VECTORS = Path(__file__).resolve().parent.parent / "matrices" / "golden" / "vectors_underflow_sign_h200.yaml"
+
+
+def _vectors() -> list[dict[str, Any]]:
+    return list(yaml.safe_load(_VECTORS.read_text())["vectors"])
+
+
+def _bf16(words: list[str]) -> np.ndarray:
+    return formats.from_bits(np.array([int(w, 16) for w in words], dtype=np.uint16), "bf16")
+
+
+def _fp32(word: str | None) -> np.float32:
+    if word is None:
+        return np.float32(0)
+    return formats.from_bits(np.array([int(word, 16)], dtype=np.uint32), "fp32")[0]
+
+
+@pytest.mark.parametrize("v", _vectors(), ids=lambda v: f"{v['record'][-5:]}-{v['index'][0]}-{v['index'][1]}")
+def test_h200_underflow_vectors(v: dict[str, Any]) -> None:
+    """Single wgmma blocks of the H200's 'underflow' golden records: a sum that rounds toward
+    zero to zero gives +0 even when it is negative, while a nonzero subnormal keeps its sign."""
+    a, b, c = _bf16(v["a_bf16"]), _bf16(v["b_bf16"]), _fp32(v["c_fp32"])
+    gpu = int(v["gpu_fp32"], 16)
+    assert u32(blocks.block_fold(a, b, c, H)) == gpu
+    exact = sum(
+        (
+            Fraction(float(x)) * Fraction(float(y))
+            for x, y in zip(a.astype(np.float64), b.astype(np.float64), strict=True)
+        ),
+        Fraction(float(c)),
+    )
+    tiny = Fraction(2) ** -149
+    if v["what"] == "negative_sum_to_plus_zero":
+        assert gpu == 0 and -tiny < exact < 0
+    elif v["what"] == "positive_sum_to_plus_zero":
+        assert gpu == 0 and 0 < exact < tiny
+    elif v["what"] == "truncated_to_zero":
+        assert gpu == 0 and exact != 0  # every term truncated away on the 2^(e_max - F) grid
+    else:
+        assert v["what"] == "negative_subnormal_kept"
+        assert gpu >> 31 == 1 and 0 < gpu & 0x7FFFFFFF < 0x00800000 and exact < 0
+
+
+def test_h200_underflow_vectors_are_the_records_inputs() -> None:
+    """Each vector is the (row, column) of a committed golden record: its operands and the GPU
+    word are regenerated from the record's seeds and inlined output."""
+    records = {r.id: r for p in golden.golden_files() for r in golden.load_file(p)}
+    vectors = _vectors()
+    assert {v["what"] for v in vectors} == {
+        "negative_sum_to_plus_zero",
+        "positive_sum_to_plus_zero",
+        "truncated_to_zero",
+        "negative_subnormal_kept",
+    }
+    for v in vectors:
+        rec = records[v["record"]]
+        i, j = v["index"]
+        a, b, acc = golden.regenerate_inputs(rec)
+        assert [f"0x{int(w):04x}" for w in formats.bits(a[i])] == v["a_bf16"]
+        assert [f"0x{int(w):04x}" for w in formats.bits(np.ascontiguousarray(b[:, j]))] == v["b_bf16"]
+        assert v["c_fp32"] == (None if acc is None else f"0x{int(formats.bits(acc[i : i + 1, j])[0]):08x}")
+        assert rec.output_b64z is not None
+        m, n, _ = rec.shape
+        out = golden.unpack_output(rec.output_b64z, rec.out_dtype, (m, n))
+        assert f"0x{int(formats.bits(out)[i, j]):08x}" == v["gpu_fp32"]

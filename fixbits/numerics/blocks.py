@@ -7,6 +7,17 @@ toward zero to a multiple of 2^(e_max - F), an exact sum, one round-toward-zero 
 format. Those four numbers (L, F, e_zero, output format) are all that differs between
 architectures, so they live in one table here and nowhere else.
 
+Bottom of the range, as the H200 (sm_90 wgmma, bf16 -> fp32) measured it in the 'underflow'
+golden records (products down to 2^-180, K 16 and 777, with and without an incoming c):
+
+* nothing is flushed: products wholly below 2^-126 are summed on the 2^(e_zero - F) grid and
+  nonzero fp32 subnormal results come out with their sign; e_zero = -133 is pinned (-132 and
+  -134 each move elements of those records);
+* a zero result is +0, whatever made it zero: exact cancellation, every term truncated away,
+  or a nonzero sum of magnitude below 2^-149 that the round toward zero takes to zero, even
+  when that sum is negative (NUMERICS.md names only the first; the sum's sign is not kept).
+  Every zero a block returned in the golden records is +0.
+
 Everything is float64 underneath: a product of two 8/16-bit inputs is exact in float64, every
 truncated term is an integer of at most F + 2 bits times 2^(e_max - F), and the sum of at most
 33 of them fits in 53 bits, so scaling by powers of two, ``np.trunc`` and ``sum`` are exact.
@@ -117,7 +128,10 @@ def fold_products(
         t = t + np.trunc(c * scale)
         d = np.ldexp(t, -shift)
         d = np.asarray(formats.round_to(d, model.out, "rz"))
-    d[t == 0] = 0.0  # exact cancellation (and an all-zero block) gives +0
+    # a zero result is +0 however it arose (H200, 'underflow' golden records): exact
+    # cancellation, every term truncated away, or a nonzero sum below the output's smallest
+    # subnormal that the round toward zero takes to zero -- the sum's sign is not kept
+    d[d == 0] = 0.0
     return d
 
 
