@@ -90,8 +90,22 @@ def col_partials_sum_kernel(P, OUT, NP, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.co
     tl.store(OUT + cols, tl.sum(p, axis=0), mask=cols < N)
 
 
+@triton.jit
+def col_partials_sum_rows_in_regs_kernel(P, OUT, NP, N, R_HI: tl.constexpr, R_LO: tl.constexpr,
+                                         BLOCK_N: tl.constexpr):
+    # Stage 2 written for the pinned tree: partial p = hi * R_LO + lo, low bits in registers; the
+    # same tree (and the same 0.0 padding) as the pinned tl.sum over axis 0 of col_partials_sum_kernel.
+    hi = tl.arange(0, R_HI)[:, None, None]
+    lo = tl.arange(0, R_LO)[None, :, None]
+    r = hi * R_LO + lo
+    c1 = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    cols = c1[None, None, :]
+    p = tl.load(P + r * N + cols, mask=(r < NP) & (cols < N), other=0.0)
+    tl.store(OUT + c1, tree_sum(p, (0, 1)), mask=c1 < N)
+
+
 KERNELS = (ln_bwd_dx_kernel, ln_bwd_dwdb_partial_kernel, col_partials_sum_kernel,
-           ln_bwd_dwdb_partial_rows_in_regs_kernel)
+           ln_bwd_dwdb_partial_rows_in_regs_kernel, col_partials_sum_rows_in_regs_kernel)
 VARIANTS = ("rows_in_regs",)
 CPU_REPLAY = ("c1", "c2", "dw", "db")
 
@@ -131,9 +145,15 @@ def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: b
             x, dy, mean, rstd, pdw, pdb, M, N, x.stride(0), ROWS=rows, BLOCK_N=bn, **opts)
     dw = torch.empty(N, dtype=torch.float32, device=dev)
     db = torch.empty(N, dtype=torch.float32, device=dev)
-    fin = kernel_for(col_partials_sum_kernel, bool(pinned))
-    fin[(triton.cdiv(N, bn),)](pdw, dw, nchunks, N, BLOCK_P=next_pow2(nchunks), BLOCK_N=bn, **opts)
-    fin[(triton.cdiv(N, bn),)](pdb, db, nchunks, N, BLOCK_P=next_pow2(nchunks), BLOCK_N=bn, **opts)
+    if pinned == "rows_in_regs":
+        p_hi, p_lo = rows_split(next_pow2(nchunks), bn, 4, cfg.num_warps)
+        for part, out in ((pdw, dw), (pdb, db)):
+            col_partials_sum_rows_in_regs_kernel[(triton.cdiv(N, bn),)](part, out, nchunks, N, R_HI=p_hi, R_LO=p_lo,
+                                                                        BLOCK_N=bn, **opts)
+    else:
+        fin = kernel_for(col_partials_sum_kernel, bool(pinned))
+        fin[(triton.cdiv(N, bn),)](pdw, dw, nchunks, N, BLOCK_P=next_pow2(nchunks), BLOCK_N=bn, **opts)
+        fin[(triton.cdiv(N, bn),)](pdb, db, nchunks, N, BLOCK_P=next_pow2(nchunks), BLOCK_N=bn, **opts)
     return {"dx": dx, "c1": c1, "c2": c2, "dw": dw, "db": db}
 
 
