@@ -31,9 +31,15 @@ def test_gemm_bench_dry_run_writes_its_tables(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = list(csv.DictReader((out / "gemm_bench.csv").open()))
-    assert len(rows) == 2
+    main = [r for r in rows if r["layer"] != "fused"]
+    fused = [r for r in rows if r["layer"] == "fused"]
+    assert len(main) == 2
     assert all(r["t_cublas_ms"] for r in rows), rows
-    assert "speed relative to cuBLAS" in (out / "gemm_bench.md").read_text()
+    assert not [r for r in rows if r.get("error")], [r["error"] for r in rows if r.get("error")]
+    assert {r["epilogue"] for r in fused} >= {"bias", "relu", "residual", "scale"}, fused
+    assert all(r["t_fused_ms"] and r["t_pair_ms"] for r in fused), fused
+    md = (out / "gemm_bench.md").read_text()
+    assert "speed relative to cuBLAS" in md and "split-K tail shapes" in md
 
 
 def test_kernels_check_dry_run_catches_the_planted_defects(tmp_path: Path) -> None:

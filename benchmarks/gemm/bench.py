@@ -336,7 +336,7 @@ def write_outputs(rows, out: Path, *, quiet: bool = False) -> None:
     all_rows = rows
     rows = [r for r in all_rows if r["layer"] != "fused"]
     keys = sorted(
-        {k for r in rows for k in r}, key=lambda k: (k not in ("m", "n", "k", "layer", "epilogue"), k)
+        {k for r in all_rows for k in r}, key=lambda k: (k not in ("m", "n", "k", "layer", "epilogue"), k)
     )
     with open(out / "gemm_bench.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=keys)
