@@ -64,3 +64,34 @@ def test_check_dry_run_covers_variants_and_model(tmp_path: Path) -> None:
     assert r["pinned_invariant"] and r["model_equal"], r
     assert r["variant_configs"] > 0 and r["configs"] > r["variant_configs"], r
     assert r["golden"], r
+
+
+def _sleep(s: float) -> float:
+    import time
+
+    time.sleep(s)
+    return s
+
+
+def test_stop_pool_ends_running_workers() -> None:
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    import enforcement_check
+
+    pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+    fut = pool.submit(_sleep, 60.0)
+    procs = []
+    for _ in range(200):  # wait until the worker exists
+        procs = list((pool._processes or {}).values())
+        if procs:
+            break
+        import time
+
+        time.sleep(0.05)
+    enforcement_check._stop_pool(pool)
+    for p in procs:
+        p.join(timeout=20)
+        assert not p.is_alive()
+    assert procs, "the pool never started a worker"
+    assert not fut.done() or fut.cancelled() or fut.exception() is not None

@@ -138,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"warm CRASH {type(ex).__name__}: {ex}", flush=True)
         except cf.TimeoutError:
             print("precompile: share of the budget used up; the rest compiles on first timing", flush=True)
+        procs = list((getattr(pool, "_processes", None) or {}).values())  # before shutdown clears it
         pool.shutdown(wait=False, cancel_futures=True)
-        for p in list(getattr(pool, "_processes", {}).values()):  # our own workers: stop them now
+        for p in procs:  # our own workers, by handle: stop any compile still running
             p.terminate()
         print(f"precompile done at {time.time() - t0:.0f}s", flush=True)
 

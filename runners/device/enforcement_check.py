@@ -127,7 +127,7 @@ def _write_check(out: Path, results: list[dict], env: dict) -> None:
 
 def _stop_pool(pool: cf.ProcessPoolExecutor) -> None:
     """Budget reached: drop queued tasks and end our own worker processes (by handle, not by name)."""
-    procs = list(getattr(pool, "_processes", {}).values())
+    procs = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
     for p in procs:
         p.terminate()
