@@ -6,7 +6,7 @@ worker, both GPUs busy, every shape exactly once in the merged report, wall time
 
 1. N-GPU run: `pytest runners/device/multi_gpu -n N --mode fuzz` over ``--count`` seeded fuzz
    shapes (test_fuzz_repeat.py: cuBLAS fp16 matmul repeated, bytes compared), with
-   `nvidia-smi --query-gpu=index,utilization.gpu,memory.used -lms 200` sampling all along.
+   `nvidia-smi --query-gpu=index,utilization.gpu,memory.used --loop-ms=200` sampling all along.
 2. `fixbits report --check-shapes --expect-shapes COUNT` on its JUnit: each shape exactly once;
    the fixbits.gpu / fixbits.worker properties give the shapes per GPU.
 3. One-GPU run of the same sweep (-n 1, CUDA_VISIBLE_DEVICES=<first GPU>) for the wall time.
@@ -71,7 +71,7 @@ class SmiSampler:
                 "nvidia-smi",
                 "--query-gpu=timestamp,index,utilization.gpu,memory.used",
                 "--format=csv,noheader,nounits",
-                f"-lms={self.period_ms}",
+                f"--loop-ms={self.period_ms}",
             ],
             stdout=self.fh,
             stderr=subprocess.DEVNULL,
