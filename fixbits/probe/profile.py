@@ -46,8 +46,24 @@ def answer_key(answer: Any) -> str:
 
 
 @dataclass(frozen=True)
+class KVariant:
+    """One answer whose arithmetic changes with K: the descriptor for K in [k_min, k_max]."""
+
+    k_min: int
+    k_max: int | None  # None: no upper bound
+    desc: GEMMDesc
+    shape: tuple[int, int, int]  # where this descriptor was probed
+
+    def holds(self, k: int) -> bool:
+        return self.k_min <= k and (self.k_max is None or k <= self.k_max)
+
+
+@dataclass(frozen=True)
 class ProfileEntry:
-    """One answer's descriptor, the shape it was probed at and how many shapes verified it."""
+    """One answer's descriptor, the shape it was probed at and how many shapes verified it.
+
+    ``variants`` (optional) splits the answer by K where one descriptor does not hold for all
+    of it; K outside every range is not in the profile (never guessed)."""
 
     key: str
     desc: GEMMDesc
@@ -56,6 +72,7 @@ class ProfileEntry:
     shapes_seen: int = 0
     kernels: tuple[str, ...] = ()
     note: str = ""
+    variants: tuple[KVariant, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,7 +89,8 @@ class ArchProfile:
     def filename(self) -> str:
         return profile_filename(self.arch, self.library_version, self.dtype, self.out_dtype)
 
-    def lookup(self, answer: Any) -> GEMMDesc:
+    def lookup(self, answer: Any, k: int | None = None) -> GEMMDesc:
+        """The descriptor of ``answer``; with ``k``, the variant for that K when the answer has them."""
         key = answer_key(answer)
         entry = self.entries.get(key)
         if entry is None:
@@ -81,6 +99,13 @@ class ArchProfile:
                 f"heuristic answer {key} is not in the {self.arch} cuBLASLt {self.library_version} "
                 f"{self.dtype}->{self.out_dtype} profile{why}; {len(self.entries)} answers are"
             )
+        if entry.variants and k is not None:
+            for v in entry.variants:
+                if v.holds(int(k)):
+                    return v.desc
+            ranges = ", ".join(f"[{v.k_min}, {v.k_max if v.k_max is not None else 'inf'}]" for v in entry.variants)
+            raise NotInProfile(f"heuristic answer {key} changes its arithmetic with K; K={k} is outside the probed "
+                               f"ranges {ranges}")
         return entry.desc
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,6 +123,8 @@ class ArchProfile:
                     "shapes_seen": e.shapes_seen,
                     "kernels": list(e.kernels),
                     "note": e.note,
+                    **({"variants": [{"k_min": v.k_min, "k_max": v.k_max, "desc": v.desc.to_dict(),
+                                      "shape": list(v.shape)} for v in e.variants]} if e.variants else {}),
                 }
                 for k, e in sorted(self.entries.items())
             },
@@ -142,9 +169,17 @@ class ArchProfile:
             if desc.in_dtype != data["dtype"] or desc.out_dtype != data["out_dtype"]:
                 raise ProfileError(f"{here}.desc: dtypes {desc.in_dtype}->{desc.out_dtype} differ from the profile's "
                                    f"{data['dtype']}->{data['out_dtype']}")
+            variants = []
+            for i, v in enumerate(e.get("variants") or []):
+                try:
+                    vd = GEMMDesc.from_dict(v["desc"], where=f"{here}.variants[{i}].desc")
+                    variants.append(KVariant(int(v["k_min"]), None if v.get("k_max") is None else int(v["k_max"]),
+                                             vd, tuple(int(x) for x in v.get("shape", shape))))  # type: ignore[arg-type]
+                except (KeyError, TypeError, ValueError, DescError) as exc:
+                    raise ProfileError(f"{here}.variants[{i}]: {exc}") from exc
             entries[str(key)] = ProfileEntry(str(key), desc, (shape[0], shape[1], shape[2]), e["verified_shapes"],
                                              int(e.get("shapes_seen", 0)), tuple(e.get("kernels", ()) or ()),
-                                             str(e.get("note", "")))
+                                             str(e.get("note", "")), tuple(variants))
         failed = data.get("failed") or {}
         if not isinstance(failed, dict):
             raise ProfileError(f"{where}: 'failed' must map answer keys to reasons")
