@@ -64,7 +64,7 @@ def case_tensor_core_indexing() -> None:
     from fixbits.kernels.matmul import matmul
 
     cfgs = [KernelConfig(16, 16, 16, 1, 1, 1), KernelConfig(32, 16, 64, 2, 2, 2, GROUPS=2),
-            KernelConfig(16, 32, 128, 4, 4, 3)]  # fmt: skip
+            KernelConfig(16, 32, 128, 4, 4, 3), KernelConfig(32, 16, 64, 1, 4, 3, SWAP_AB=1)]  # fmt: skip
     base = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp32")
     descs = [
         base,
@@ -86,6 +86,22 @@ def case_tensor_core_indexing() -> None:
             for cfg in cfgs if i == 0 else cfgs[1:]:
                 got = _n(matmul(_t(a, d.in_dtype), _t(b, d.in_dtype), desc=d, config=cfg), d.out_dtype)
                 _eq(got, want, f"{d.family} {d.short_hash} {m}x{n}x{k} {cfg.label()}")
+    # swap-AB with the epilogues: bias becomes a broadcast residual view, 2-D tensors transpose
+    from fixbits.desc import EpilogueOp
+
+    swap = KernelConfig(16, 16, 32, 1, 4, 2, SWAP_AB=1)
+    for ops in ((EpilogueOp("bias"), EpilogueOp("relu"), EpilogueOp("scale", 0.5)),
+                (EpilogueOp("residual"), EpilogueOp("scale", 1.5)),
+                (EpilogueOp("bias"), EpilogueOp("residual"))):  # fmt: skip
+        d = base.replace(out_dtype="fp16", epilogue=ops)
+        m, n, k = 19, 37, 96
+        a, b = _ints((m, k), "fp16", 3), _ints((k, n), "fp16", 4)
+        bias, res = _ints((n,), "fp16", 5), _ints((m, n), "fp16", 6)
+        want = emulate(d, a, b, bias=bias, residual=res)
+        got = matmul(
+            _t(a, "fp16"), _t(b, "fp16"), desc=d, config=swap, bias=_t(bias, "fp16"), residual=_t(res, "fp16")
+        )
+        _eq(_n(got, "fp16"), want, f"swap-AB epilogue {[o.kind for o in ops]}")
 
 
 def case_scalar_vs_emulator() -> None:

@@ -12,7 +12,10 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from fixbits.desc import GEMMDesc
-from fixbits.kernels.epilogue import OUT_CODES, EpilogueError, EpiloguePlan, plan_epilogue
+from fixbits.kernels.epilogue import EP_CODES, OUT_CODES, EpilogueError, EpiloguePlan, plan_epilogue
+
+EP_BIAS = EP_CODES["bias"]
+EP_RESIDUAL = EP_CODES["residual"]
 
 if TYPE_CHECKING:
     import torch
@@ -31,6 +34,7 @@ class KernelConfig:
     GROUPS: int = 1  # per-MMA: promotion groups per main-loop turn
     USE_TMA: int = 0  # load whole turns through tensor descriptors (sm_90 TMA) when possible
     PERSISTENT: int = 0  # with USE_TMA: a persistent grid of PERSISTENT programs per SM
+    SWAP_AB: int = 0  # compute C^T = B^T A^T (BLOCK_M then tiles N): thin-M shapes get wgmma's M=64
 
     def label(self) -> str:
         return (
@@ -38,6 +42,7 @@ class KernelConfig:
             f"_s{self.num_stages}_G{self.GROUPS}"
             + ("_tma" if self.USE_TMA else "")
             + (f"_p{self.PERSISTENT}" if self.PERSISTENT else "")
+            + ("_swap" if self.SWAP_AB else "")
         )
 
     def to_dict(self) -> dict[str, int]:
@@ -111,6 +116,22 @@ class EpilogueArgs:
         gate = self.gate if self.gate is not None else out
         bias = self.bias if self.bias is not None else out
         return [bias, res, gate, res.stride(0), res.stride(1), gate.stride(0), gate.stride(1)]
+
+
+def swapped_epilogue(ep: EpilogueArgs, m: int, n: int) -> EpilogueArgs | None:
+    """The epilogue of C^T = B^T A^T: 2-D tensors transposed, and bias (indexed by n, now the
+    row) read as a residual-shaped broadcast view, since bias and residual compute the same
+    round(x + value). None when both are present (the residual slot is taken)."""
+    plan = ep.plan
+    res = ep.residual.t() if ep.residual is not None else None
+    gate = ep.gate.t() if ep.gate is not None else None
+    if plan.needs_bias:
+        if plan.needs_residual:
+            return None
+        res = ep.bias[None, :].expand(m, n).t()
+        codes = tuple(EP_RESIDUAL if c == EP_BIAS else c for c in plan.codes)
+        plan = EpiloguePlan(codes=codes, scales=plan.scales)  # type: ignore[arg-type]
+    return EpilogueArgs(plan=plan, bias=None, residual=res, gate=gate)
 
 
 def epilogue_args(

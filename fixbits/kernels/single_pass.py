@@ -7,6 +7,7 @@ with PROMO > 0). BLOCK_M/N/K, GROUP_M, warps and stages are speed knobs.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import triton
@@ -22,6 +23,7 @@ from fixbits.kernels._host import (
     epilogue_args,
     fit_config,
     out_code,
+    swapped_epilogue,
     torch_dtype,
 )
 from fixbits.kernels._tensorcore import chain, chain_fast_tma, tile_coords
@@ -145,6 +147,13 @@ def launch_tile_kernel(
     *,
     gelu_tanh_fma: bool = True,
 ) -> Any:
+    if cfg.SWAP_AB:
+        # C^T = B^T A^T: every output element keeps its products and their k order, only the
+        # tile that computes it moves, so the bytes are the same (a speed knob, like BLOCK_M)
+        sep = swapped_epilogue(ep, a.shape[0], b.shape[1])
+        if sep is not None:
+            a, b, out, ep = b.t(), a.t(), out.t(), sep
+        cfg = dataclasses.replace(cfg, SWAP_AB=0)
     m, n, k = a.shape[0], b.shape[1], a.shape[1]
     tiles = triton.cdiv(m, cfg.BLOCK_M) * triton.cdiv(n, cfg.BLOCK_N)
     grid = (tiles,)
