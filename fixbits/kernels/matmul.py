@@ -170,12 +170,16 @@ def matmul(
         )
     m, k = a.shape
     n = b.shape[1]
-    key = (m, n, k, in_dtype, out_dtype, str(a.device), desc, ops)
-    route = _ROUTES.get(key)
-    if route is None:
+    # desc by identity (its dataclass hash walks every field on each call); the entry keeps
+    # desc alive and is checked with `is`, so a recycled id can never match a stale entry
+    key = (m, n, k, in_dtype, out_dtype, a.device, id(desc), ops)
+    entry = _ROUTES.get(key)
+    if entry is None or entry[0] is not desc:
         route = _route(m, n, k, in_dtype, out_dtype, a.device, desc, ops)
         if route[0] is not None:  # a fallback is not cached: a later profile may cover it
-            _ROUTES[key] = route
+            _ROUTES[key] = (desc, route)
+    else:
+        route = entry[1]
     desc, fn, tuned = route
     if desc is None:
         if fallback == "error":
@@ -192,7 +196,7 @@ def matmul(
 
 # (m, n, k, dtypes, device, desc, ops) -> (desc, kernel function, tuning key or None): the
 # heuristic query, profile lookup and kernel choice run once per shape, not per call
-_ROUTES: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
+_ROUTES: dict[tuple[Any, ...], tuple[Any, tuple[Any, Any, Any]]] = {}
 
 
 def _route(
