@@ -141,3 +141,40 @@ def test_cli_probe_on_the_emulator(tmp_path: Path, capsys: Any) -> None:
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "equivalent to" in out and ": True" in out
+
+
+class _OneAnswerLt:
+    """One heuristic answer for every shape, although the arithmetic changes at K = 1024."""
+
+    version = 130100
+
+    def heuristic(self, m: int, n: int, k: int, i: str, o: str) -> _Answer:
+        return _Answer(1)
+
+
+def test_reconstruct_splits_an_answer_by_k_when_one_descriptor_misses(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """H200 run s2-1: entries held at their probed K and missed other K of their own answer.
+    The verification shapes (priority shapes first) catch it, the answer is probed again at the
+    missing shape and split by K, both variants verified; lookup then needs K."""
+    from fixbits.probe.profile import NotInProfile
+
+    shapes = [(48, 4, k) for k in (200, 300, 1100)]
+    monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
+    lines: list[str] = []
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
+                      lt=_OneAnswerLt(), backend=_FakeCublas(), profile_launch=False, log=lines.append,
+                      priority_shapes=[(48, 4, 1300)])
+    assert s["priority_answers"] == 1 and s["priority_done"] == 1, (s, lines)
+    prof = load(tmp_path / "sm_90_cublaslt130100_fp16_fp32.yaml")
+    e = prof.entries["a1-t1-s1-r0-w0-c0-g0"]
+    assert len(e.variants) == 2, (e, lines)
+    assert "split by K" in e.note
+    for k in (200, 300):
+        assert equivalent_on(prof.lookup("a1-t1-s1-r0-w0-c0-g0", k=k), PLAIN, k)
+    for k in (1100, 1300):
+        assert equivalent_on(prof.lookup("a1-t1-s1-r0-w0-c0-g0", k=k), SPLIT, k)
+    lo, hi = e.variants[0].k_max, e.variants[1].k_min
+    assert lo is not None and 300 <= lo < hi <= 1300
+    with pytest.raises(NotInProfile, match="changes its arithmetic with K"):
+        prof.lookup("a1-t1-s1-r0-w0-c0-g0", k=lo + 1)

@@ -153,7 +153,7 @@ def _dump_evidence(out_dir: Path, in_dtype: str, key: str, rep: tuple[int, int, 
 
 def verify_entry(backend: Any, desc: Any, shapes: list[tuple[int, int, int]], *, seed: int, draws: int = 2,
                  cells: int = 8) -> tuple[int, int, list[str]]:
-    """(shapes verified, shapes tried, mismatch notes): emulator vs cuBLAS on sampled cells."""
+    """(shapes verified, shapes tried, mismatching shapes 'MxNxK'): emulator vs cuBLAS on sampled cells."""
     from fixbits.probe.recover import verify_draws
 
     good, notes = 0, []
@@ -167,14 +167,28 @@ def verify_entry(backend: Any, desc: Any, shapes: list[tuple[int, int, int]], *,
 
 
 _BACKENDS: dict[tuple[str, str], Any] = {}
-# inputs are drawn on the CPU and every probe call moves A, B and C: shapes above this many
-# elements are never used to probe or verify (an answer reached only by them is reported)
+# with host-built operands (an emulator backend, CPU draws) shapes above this many elements are
+# never used; a device backend builds probe calls and draws where it runs, bounded by memory only
 MAX_ELEMENTS = 150_000_000
 
 
 def _elements(s: tuple[int, int, int]) -> int:
     m, n, k = s
     return m * k + k * n + m * n
+
+
+def _usable(s: tuple[int, int, int], device: bool) -> bool:
+    if not device:
+        return _elements(s) <= MAX_ELEMENTS
+    from fixbits.cublas.backend import MAX_CALL_BYTES
+
+    m, n, k = s
+    return 10 * (m * k + k * n) + 4 * m * n <= MAX_CALL_BYTES
+
+
+def _shape_of(x: str) -> tuple[int, int, int]:
+    m, n, k = (int(v) for v in x.split("x"))
+    return (m, n, k)
 
 
 def _family_key(ans: Any) -> tuple[int, int, bool]:
@@ -208,6 +222,25 @@ def _get_backend(task: dict[str, Any], backend: Any) -> Any:
     return backend
 
 
+def _verify_shapes(task: dict[str, Any], count: int, exclude: tuple[int, int, int] | None = None) -> list[tuple[int, int, int]]:
+    """Shapes the done-criterion tests first (realistic / fuzz shapes reaching this answer), then
+    the cheapest informative shapes of the scan; K spread so a K-dependent rule shows."""
+    prio = [tuple(x) for x in task.get("prio", [])]
+    group = [tuple(x) for x in task["group"]]
+    out: list[tuple[int, int, int]] = []
+    ks: set[int] = set()
+    for sh in pick(prio, len(prio), task["in_dtype"]) + pick(group, 4 * count + 4, task["in_dtype"]):
+        if sh == exclude or sh in out:
+            continue
+        if sh[2] in ks and len(out) < count - 1:
+            continue
+        out.append(sh)  # type: ignore[arg-type]
+        ks.add(sh[2])
+        if len(out) >= count:
+            break
+    return out
+
+
 def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str, Any]]:
     """Phase B of reconstruct: family descriptors checked on other answers' own shapes."""
     from fixbits.desc import GEMMDesc
@@ -215,13 +248,14 @@ def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str,
     out = []
     for task in batch["items"]:
         key, group = task["key"], [tuple(x) for x in task["group"]]
+        base = {"key": key, "rep": list(group[0]) if group else [0, 0, 0], "group_size": task["group_size"],
+                "kernels": [], "notes": [], "calls": 0, "bad": [], "good": 0, "tried": 0, "seconds": 0.0,
+                "probed": False, "phase": "B"}
         if not group:
-            out.append({"key": key, "rep": [0, 0, 0], "group_size": task["group_size"], "status": "failed",
-                        "why": f"every shape reaching this answer has more than {MAX_ELEMENTS} elements"})
+            out.append({**base, "status": "failed", "why": "no shape reaching this answer fits in device memory"})
             continue
-        shapes = pick(group, 2, task["in_dtype"])
-        base = {"key": key, "rep": list(shapes[0]), "group_size": task["group_size"], "kernels": [], "notes": [],
-                "calls": 0, "bad": [], "good": 0, "tried": 0, "seconds": 0.0, "probed": False}
+        shapes = _verify_shapes(task, task.get("b_shapes", 2))
+        base["rep"] = list(shapes[0])
         if time.time() > batch["deadline"]:
             out.append({**base, "status": "skipped"})
             continue
@@ -234,15 +268,47 @@ def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str,
             continue
         if good == tried and tried:
             out.append({**base, "status": "recovered", "desc": task["desc"], "good": good, "tried": tried,
-                        "note": f"predicted from {task['from_key']}, verified by draws"})
+                        "note": f"predicted from {task['from_key']}, verified by draws on "
+                                + ", ".join(f"{m}x{n}x{k}" for m, n, k in shapes)})
         else:
-            out.append({**base, "status": "failed",
+            out.append({**base, "status": "failed", "bad": bad,
                         "why": f"the family descriptor of {task['from_key']} fails here ({', '.join(bad)})"})
     return out
 
 
+def _k_split(backend: Any, d1: Any, k1: int, d2: Any, k2: int, group: list[tuple[int, int, int]], seed: int,
+             deadline: float, steps: int = 7) -> tuple[int, int] | None:
+    """Where the answer's arithmetic turns from d1 (holds at k1) to d2 (holds at k2 > k1): the
+    largest K of the group verified for d1 and the smallest verified for d2, by bisection over
+    the group's K between them. None when a K between them fits neither (not a K split)."""
+    by_k: dict[int, tuple[int, int, int]] = {}
+    for sh in sorted(group, key=_cost):
+        if k1 < sh[2] < k2:
+            by_k.setdefault(sh[2], sh)
+    ks = sorted(by_k)
+    lo, hi = k1, k2
+    for _ in range(steps):
+        mid = [k for k in ks if lo < k < hi]
+        if not mid or time.time() > deadline:
+            break
+        km = mid[len(mid) // 2]
+        g1, _, _ = verify_entry(backend, d1, [by_k[km]], seed=seed + km)
+        if g1:
+            lo = km
+            continue
+        g2, _, _ = verify_entry(backend, d2, [by_k[km]], seed=seed + km)
+        if not g2:
+            return None
+        hi = km
+    return lo, hi
+
+
 def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
-    """Profile, probe and verify one heuristic answer (runs in a worker process when parallel)."""
+    """Profile, probe and verify one heuristic answer (runs in a worker process when parallel).
+    A verification shape that the probed descriptor misses is probed itself: a different
+    descriptor there splits the answer by K (both verified, the boundary searched), else the
+    answer is reported with the mismatch."""
+    from fixbits.desc import GEMMDesc
     from fixbits.probe.recover import probe
 
     t1 = time.time()
@@ -250,10 +316,11 @@ def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
     in_dtype = task["in_dtype"]
     if not group:
         return {"key": key, "rep": [0, 0, 0], "group_size": task["group_size"], "status": "failed",
-                "why": f"every shape reaching this answer has more than {MAX_ELEMENTS} elements (not probed)"}
-    rep = pick(group, 1, in_dtype)[0]
+                "why": "no shape reaching this answer fits in device memory (not probed)"}
+    prio = [tuple(x) for x in task.get("prio", [])]
+    rep = tuple(task["at"]) if task.get("at") else pick(group, 1, in_dtype)[0]
     out: dict[str, Any] = {"key": key, "rep": list(rep), "group_size": task["group_size"], "kernels": [],
-                           "notes": [], "calls": 0, "bad": [], "good": 0, "tried": 0}
+                           "notes": [], "calls": 0, "bad": [], "good": 0, "tried": 0, "phase": task.get("phase", "A")}
     if time.time() > task["deadline"]:
         return {**out, "status": "skipped"}
     backend = _get_backend(task, backend)
@@ -262,54 +329,121 @@ def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
         if not task["profile_launch"]:
             raise RuntimeError("launch profiling off")
         from fixbits.cublas.profile import profile_call
-        from fixbits.inputs import draw
 
-        a = draw((rep[0], rep[2]), in_dtype, "ordinary", 1)
-        b = draw((rep[2], rep[1]), in_dtype, "ordinary", 2)
-        launch = profile_call(lambda: backend.gemm(a, b)).to_dict()
+        if hasattr(backend, "launcher"):
+            fn = backend.launcher(*rep)
+        else:
+            from fixbits.inputs import draw
+
+            a = draw((rep[0], rep[2]), in_dtype, "ordinary", 1)
+            b = draw((rep[2], rep[1]), in_dtype, "ordinary", 2)
+            fn = lambda: backend.gemm(a, b)  # noqa: E731
+        launch = profile_call(fn).to_dict()
         out["kernels"] = list(launch.get("kernels", []))
     except Exception as exc:  # noqa: BLE001
         launch = {"error": f"{type(exc).__name__}: {exc}"}
     hints: dict[str, Any] = {}
+    deadline = min(task["deadline"], time.time() + task["per_answer_s"])
+
+    def probe_at(at: tuple[int, int, int]) -> Any:
+        # other K of the same answer pin readings equal at this K (the prober walks the ones
+        # where the readings part); a defect shape tells the split rule from the ceil rule
+        others = [s for s in prio if s[2] != at[2]] + [s for s in pick(group, 400, in_dtype) if s[2] != at[2]]
+        h = {**hints, "extra_shapes": others + pick([tuple(x) for x in task.get("defect_shapes", [])], 1, in_dtype)}
+        return probe(backend, *at, arch=task["arch"], hints=h, seed=task["seed"], deadline=deadline), h
+
     try:
         hints = _hints(task["answer"], launch)
-        # other K of the same answer pin readings equal at this K; a defect shape, where the
-        # split drops its tail, tells the split rule apart from the ceil rule
-        by_k: dict[int, tuple[int, int, int]] = {}
-        for sh in pick([s for s in group if s[2] != rep[2]], len(group), in_dtype):
-            by_k.setdefault(sh[2], sh)  # the cheapest shape of each other K
-        hints["extra_shapes"] = (list(by_k.values())[:2]
-                                 + pick([tuple(x) for x in task.get("defect_shapes", [])], 1, in_dtype))
-        res = probe(backend, *rep, arch=task["arch"], hints=hints, seed=task["seed"],
-                    deadline=min(task["deadline"], time.time() + task["per_answer_s"]))
+        res, used = probe_at(rep)  # type: ignore[arg-type]
     except Exception as exc:  # noqa: BLE001
         return {**out, "status": "crashed", "seconds": round(time.time() - t1, 1),
                 "why": f"probe crashed at {rep}: {type(exc).__name__}: {exc} | "
                        + traceback.format_exc(limit=4).replace("\n", " | ")}
     try:
-        _dump_evidence(Path(task["out_dir"]), in_dtype, key, rep, hints, launch, res)
+        _dump_evidence(Path(task["out_dir"]), in_dtype, key, rep, used, launch, res)  # type: ignore[arg-type]
     except Exception:  # noqa: BLE001  (evidence is a debugging aid; never fail the answer for it)
         pass
     out.update(calls=res.calls, notes=list(res.notes), seconds=round(time.time() - t1, 1))
     if res.status != "recovered" or res.desc is None:
         return {**out, "status": res.status, "why": f"{res.status} at {rep}: " + "; ".join(res.notes)}
-    others = [s for s in pick([s for s in group if s != rep], task["verify_shapes"] + 1, in_dtype) if s != rep]
+    shapes = [rep] + _verify_shapes(task, task["verify_shapes"], exclude=rep)  # type: ignore[list-item]
     try:
-        good, tried, bad = verify_entry(backend, res.desc, [rep] + others[: task["verify_shapes"]],
-                                        seed=task["seed"] + 5)
+        good, tried, bad = verify_entry(backend, res.desc, shapes, seed=task["seed"] + 5)
     except Exception as exc:  # noqa: BLE001
         good, tried, bad = 0, 0, [f"verify crashed: {exc}"]
     out.update(status="recovered", desc=res.desc.to_dict(), good=good, tried=tried, bad=bad,
                seconds=round(time.time() - t1, 1))
+    if not bad or "crashed" in bad[0] or time.time() > deadline:
+        return out
+    # the descriptor misses a shape of its own answer: probe there
+    at2 = _shape_of(bad[0])
+    try:
+        res2, _ = probe_at(at2)
+    except Exception as exc:  # noqa: BLE001
+        out["notes"].append(f"re-probe at {bad[0]} crashed: {type(exc).__name__}: {exc}")
+        return out
+    if res2.status != "recovered" or res2.desc is None:
+        out["notes"].append(f"re-probe at {bad[0]}: {res2.status}")
+        return {**out, "status": "unexplained", "why": f"descriptor probed at {rep} misses {', '.join(bad)}; "
+                f"re-probe at {bad[0]}: {res2.status}: " + "; ".join(res2.notes)}
+    d1, d2 = res.desc, res2.desc
+    (k1, d1s, s1), (k2, d2s, s2) = sorted([(rep[2], d1, rep), (at2[2], d2, at2)], key=lambda x: x[0])
+    if d1 == d2 or k1 == k2:
+        return {**out, "status": "unexplained", "why": f"descriptor probed at {rep} misses {', '.join(bad)}; the "
+                "re-probe there finds " + ("the same descriptor" if d1 == d2 else "another one at the same K")}
+    split = _k_split(backend, d1s, k1, d2s, k2, group, task["seed"] + 101, deadline)
+    if split is None:
+        return {**out, "status": "unexplained", "why": f"{d1s.short_hash} holds at K={k1}, {d2s.short_hash} at "
+                f"K={k2}, neither between: not a K split"}
+    lo, hi = split
+    variants = [{"k_min": 1, "k_max": lo, "desc": d1s.to_dict(), "shape": list(s1)},
+                {"k_min": hi, "k_max": None, "desc": d2s.to_dict(), "shape": list(s2)}]
+    # every verification shape must now be explained by its K's variant
+    vgood = 0
+    for sh in shapes:
+        v = next((x for x in variants if x["k_min"] <= sh[2] and (x["k_max"] is None or sh[2] <= x["k_max"])), None)
+        if v is not None and verify_entry(backend, GEMMDesc.from_dict(v["desc"]), [sh], seed=task["seed"] + 7)[0]:
+            vgood += 1
+    out.update(variants=variants, good=vgood, tried=len(shapes), bad=[], calls=out["calls"] + res2.calls,
+               note=f"split by K: {d1s.short_hash} up to K={lo}, {d2s.short_hash} from K={hi} "
+                    f"(verified {vgood}/{len(shapes)})")
     return out
+
+
+def _priority(lt: Any, in_dtype: str, out_dtype: str, shapes: list[tuple[int, int, int]],
+              sc: ScanResult) -> dict[str, list[tuple[int, int, int]]]:
+    """The answers the done-criterion shapes reach (added to the scan's groups)."""
+    prio: dict[str, list[tuple[int, int, int]]] = {}
+    for sh in shapes:
+        if in_dtype.startswith("fp8") and sh[2] % 16:
+            continue
+        try:
+            ans = lt.heuristic(*sh, in_dtype, out_dtype)
+        except Exception:  # noqa: BLE001  (no algorithm: the sweep reports it)
+            continue
+        key = answer_key(ans)
+        prio.setdefault(key, []).append(sh)
+        sc.answers.setdefault(key, ans)
+        g = sc.groups.setdefault(key, [])
+        if sh not in g:
+            g.append(sh)
+    return prio
 
 
 def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budget_s: float,
                 max_queries: int = 30000, scan_budget_s: float | None = None, verify_shapes: int = 3,
                 log: Any = print, seed: int = 0, lt: Any = None, backend: Any = None,
-                profile_launch: bool = True, per_answer_s: float = 60.0, workers: int = 1) -> dict[str, Any]:
+                profile_launch: bool = True, per_answer_s: float = 60.0, workers: int = 1,
+                priority_shapes: list[tuple[int, int, int]] | None = None) -> dict[str, Any]:
     """The whole pipeline on the local GPU; returns a summary dict (also written as JSON).
-    ``lt`` / ``backend`` replace cuBLASLt (tests pass a fake heuristic and the emulator)."""
+    ``lt`` / ``backend`` replace cuBLASLt (tests pass a fake heuristic and the emulator).
+
+    Work order (one priority queue over one worker pool): answers reached by
+    ``priority_shapes`` first (the verification sweep's shapes), each family's representative
+    probe, then the family's other answers predicted and verified by draws as soon as the
+    representative is in, then whatever they leave probed one by one; the rest of the scan after.
+    """
+    import heapq
 
     t0 = time.time()
     if lt is None:
@@ -326,15 +460,18 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
     kmul = 16 if in_dtype.startswith("fp8") else 1
     shapes = shape_space(max_queries, seed, k_multiple=kmul)
     sc = scan(lt, in_dtype, out_dtype, shapes, budget_s=scan_budget_s if scan_budget_s else budget_s * 0.25)
-    log(f"[{in_dtype}->{out_dtype}] scan: {sc.queries} queries, {len(sc.groups)} answers, {sc.errors} errors, {sc.seconds:.1f}s")
+    prio = _priority(lt, in_dtype, out_dtype, list(priority_shapes or []), sc)
+    log(f"[{in_dtype}->{out_dtype}] scan: {sc.queries} queries, {len(sc.groups)} answers, {sc.errors} errors, "
+        f"{sc.seconds:.1f}s; {len(prio)} answers reached by the {len(priority_shapes or [])} priority shapes")
     if backend is None and workers <= 1:
         from fixbits.cublas.backend import CublasBackend
 
         backend = CublasBackend(in_dtype, out_dtype)
-    order = sorted(sc.groups, key=lambda key: -len(sc.groups[key]))
+    device = backend is None or hasattr(backend, "draw_sampled")
+    order = sorted(sc.groups, key=lambda key: (-len(prio.get(key, [])), -len(sc.groups[key])))
     summary: dict[str, Any] = {"in_dtype": in_dtype, "out_dtype": out_dtype, "library_version": version,
-                               "queries": sc.queries, "answers": len(sc.groups), "probed": [], "failed": {},
-                               "skipped_budget": []}
+                               "queries": sc.queries, "answers": len(sc.groups), "priority_answers": len(prio),
+                               "probed": [], "predicted": [], "failed": {}, "skipped_budget": []}
 
     def save() -> None:
         prof = ArchProfile(arch, "cublaslt", version, in_dtype, out_dtype, entries, failed)
@@ -342,13 +479,14 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
 
     def base_task(key: str) -> dict[str, Any]:
         group_all = sc.groups[key]
+        small = [sh for sh in group_all if _usable(sh, device)]
         # shapes the split-K tail defect hits sum less than K: probe and verify on the others
-        small = [sh for sh in group_all if _elements(sh) <= MAX_ELEMENTS]
         hit = [sh for sh in small if _tail_hit(sc.answers[key], sh[2])]
-        group = [sh for sh in small if sh not in set(hit)] or small
+        hs = set(hit)
+        group = [sh for sh in small if sh not in hs] or small
         return {"arch": arch, "in_dtype": in_dtype, "out_dtype": out_dtype, "key": key, "group": group,
-                "defect_shapes": hit[:50],
-                "group_size": len(group_all), "answer": sc.answers[key], "seed": seed,
+                "prio": [sh for sh in prio.get(key, []) if sh in set(group)],
+                "defect_shapes": hit[:50], "group_size": len(group_all), "answer": sc.answers[key], "seed": seed,
                 "per_answer_s": per_answer_s, "verify_shapes": verify_shapes,
                 "profile_launch": profile_launch, "out_dir": str(out_dir),
                 "backend": backend if workers > 1 else None}
@@ -361,115 +499,169 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
             if key not in entries:
                 failed[key] = r["why"]
                 summary["failed"][key] = r["why"]
-            log(f"  {key} {tuple(r['rep'])}: {r['why'][:300]}")
+            log(f"  {key} {tuple(r['rep'])} [{r.get('phase', '?')}]: {r['why'][:300]}")
         else:
             from fixbits.desc import GEMMDesc
+            from fixbits.probe.profile import KVariant
 
             desc = GEMMDesc.from_dict(r["desc"])
+            variants = tuple(KVariant(v["k_min"], v["k_max"], GEMMDesc.from_dict(v["desc"]), tuple(v["shape"]))
+                             for v in r.get("variants", []))
+            note = r.get("note", "") or (("mismatch at " + ", ".join(r["bad"])) if r["bad"] else "")
             entries[key] = ProfileEntry(key, desc, tuple(r["rep"]), r["good"], r["group_size"], tuple(r["kernels"]),
-                                        note=r.get("note", "") or (("mismatch at " + ", ".join(r["bad"])) if r["bad"] else ""))
+                                        note=note, variants=variants)  # type: ignore[arg-type]
             failed.pop(key, None)
             summary["failed"].pop(key, None)
             if r.get("probed", True):
                 summary["probed"].append({"key": key, "shape": list(r["rep"]), "family": desc.family,
                                           "hash": desc.short_hash, "calls": r["calls"],
-                                          "verified": f"{r['good']}/{r['tried']}", "seconds": r["seconds"]})
+                                          "verified": f"{r['good']}/{r['tried']}", "seconds": r["seconds"],
+                                          "note": note})
                 log(f"  {key} {tuple(r['rep'])}: {desc.family} {desc.short_hash} calls={r['calls']} "
-                    f"verified {r['good']}/{r['tried']} ({r['seconds']}s) {'; '.join(r['notes'])}")
+                    f"verified {r['good']}/{r['tried']} ({r['seconds']}s) {'; '.join(r['notes'])} {note}")
             else:
                 summary["predicted"].append(key)
         save()
 
-    def run_all(fn: Any, tasks: list[dict[str, Any]], deadline: float, on: Any) -> None:
-        for t in tasks:
-            t["deadline"] = deadline
-        if workers <= 1:
-            for t in tasks:
-                on(fn(t, backend=backend))
+    # -- the queue -------------------------------------------------------------------------
+    fams: dict[tuple[int, int, bool], list[str]] = {}
+    for key in order:
+        if key not in entries:
+            fams.setdefault(_family_key(sc.answers[key]), []).append(key)
+    rep_desc: dict[tuple[int, int, bool], tuple[str, dict[str, Any]]] = {}
+    for key, e in entries.items():  # a resumed profile: its probed entries serve their families
+        if key in sc.answers and "predicted from" not in e.note:
+            rep_desc.setdefault(_family_key(sc.answers[key]), (key, e.desc.to_dict()))
+    state: dict[str, str] = {}  # key -> 'queued-A' | 'queued-B' | 'queued-C' | 'running' | 'done'
+    heap: list[tuple[tuple[int, int, int], int, str, str]] = []
+    seq = [0]
+
+    def tier(key: str) -> int:
+        return 0 if key in prio else 1
+
+    def push(kind: str, key: str) -> None:
+        rank = {"A": 0, "B": 1, "C": 2}[kind]
+        seq[0] += 1
+        heapq.heappush(heap, ((tier(key), rank, -len(prio.get(key, [])) * 1000 - len(sc.groups[key])), seq[0], kind, key))
+        state[key] = "queued-" + kind
+
+    def rank_rep(kk: str) -> tuple[int, int, int]:
+        usable = [sh for sh in sc.groups[kk] if _usable(sh, device)]
+        if not usable:
+            return (9, 0, 0)
+        return (tier(kk), _informative(pick(usable, 1, in_dtype)[0][2], in_dtype), -len(sc.groups[kk]))
+
+    reps: dict[tuple[int, int, bool], str] = {}
+    for fk, keys in fams.items():
+        if fk in rep_desc:
+            for key in keys:
+                push("B", key)
+            continue
+        reps[fk] = min(keys, key=rank_rep)
+        push("A", reps[fk])
+    log(f"  {len(fams)} arithmetic families over {sum(len(v) for v in fams.values())} answers "
+        f"({sum(1 for k in prio if k not in entries)} priority answers to do)")
+    deadline = t0 + budget_s
+
+    def on_result(kind: str, r: dict[str, Any]) -> None:
+        key = r["key"]
+        record(r)
+        if r["status"] == "skipped":
+            state[key] = "done"
             return
+        fk = _family_key(sc.answers[key])
+        if r["status"] == "recovered":
+            state[key] = "done"
+            if kind in ("A", "C") and fk not in rep_desc:
+                rep_desc[fk] = (key, r["desc"])
+                for other in fams.get(fk, []):  # the family's other answers: predicted, verified
+                    if other not in entries and state.get(other) in (None, "waiting"):
+                        push("B", other)
+            return
+        if kind == "B":
+            push("C", key)  # the family descriptor does not hold here: probe the answer itself
+            return
+        state[key] = "done"
+        if kind == "A" and fk not in rep_desc:  # the family's representative failed: try the next
+            nxt = [k for k in fams.get(fk, []) if state.get(k) is None]
+            if nxt:
+                push("A", min(nxt, key=rank_rep))
+
+    def make(kind: str, key: str) -> tuple[Any, dict[str, Any]] | None:
+        if key in entries and kind != "A":
+            return None
+        t = base_task(key)
+        t["deadline"] = deadline
+        t["phase"] = kind
+        if kind == "B":
+            fk = _family_key(sc.answers[key])
+            if fk not in rep_desc:
+                return None
+            rkey, rdesc = rep_desc[fk]
+            d = _with_split(rdesc, int(getattr(sc.answers[key], "splitk_num", 1)))
+            if d is None:
+                push("C", key)
+                return None
+            t.update(desc=d, from_key=rkey)
+            return verify_answers, {"items": [t], "deadline": deadline, "backend": t["backend"]}
+        return run_answer, t
+
+    pool = None
+    if workers > 1:
         import concurrent.futures as cf
         import multiprocessing as mp
 
-        if not pools:  # one pool for all phases: workers keep their CUDA context and imports
-            pools.append(cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")))
-        pool = pools[0]
-        futs = [pool.submit(fn, t) for t in tasks]
-        try:
-            for fut in cf.as_completed(futs, timeout=max(1.0, deadline + 20 - time.time())):
+        pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+    running: dict[Any, tuple[str, str]] = {}
+    try:
+        while (heap or running) and time.time() < deadline:
+            while heap and len(running) < max(1, workers) + 2 and time.time() < deadline:
+                _, _, kind, key = heapq.heappop(heap)
+                if state.get(key) != "queued-" + kind:
+                    continue
+                job = make(kind, key)
+                if job is None:
+                    if state.get(key) == "queued-" + kind:
+                        state[key] = "done" if key in entries else "waiting"
+                    continue
+                fn, arg = job
+                state[key] = "running"
+                if pool is None:
+                    res = fn(arg, backend=backend)
+                    for r in (res if isinstance(res, list) else [res]):
+                        on_result(kind, r)
+                    continue
+                running[pool.submit(fn, arg)] = (kind, key)
+            if pool is None or not running:
+                continue
+            import concurrent.futures as cf
+
+            done, _ = cf.wait(list(running), timeout=max(0.5, min(5.0, deadline + 15 - time.time())),
+                              return_when=cf.FIRST_COMPLETED)
+            for f in done:
+                kind, key = running.pop(f)
                 try:
-                    on(fut.result())
+                    res = f.result()
                 except Exception as exc:  # noqa: BLE001  (a worker died: the others go on)
-                    log(f"  worker failed: {type(exc).__name__}: {exc}")
-        except cf.TimeoutError:
-            log("  reconstruct: workers still busy at the deadline; their answers are left out")
-            for f in futs:
-                f.cancel()
-
-    summary["predicted"] = []
-    pools: list[Any] = []
-    todo = [k for k in order if k not in entries]
-    # phase A: one probe per arithmetic family of answers (tile, swizzle, stages, custom option
-    # are speed knobs; algo, reduction scheme and split-or-not decide the arithmetic)
-    fams: dict[tuple[int, int, bool], list[str]] = {}
-    for key in todo:
-        fams.setdefault(_family_key(sc.answers[key]), []).append(key)
-    reps = {}
-    for fk, keys in fams.items():
-        def rank(kk: str) -> tuple[int, int]:
-            usable = [sh for sh in sc.groups[kk] if _elements(sh) <= MAX_ELEMENTS]
-            if not usable:
-                return (9, 0)
-            return (_informative(pick(usable, 1, in_dtype)[0][2], in_dtype), -len(sc.groups[kk]))
-
-        best = min(keys, key=rank)
-        reps[fk] = best
-    rep_desc: dict[tuple[int, int, bool], Any] = {}
-
-    def on_rep(r: dict[str, Any]) -> None:
-        record(r)
-        if r["status"] == "recovered":
-            rep_desc[_family_key(sc.answers[r["key"]])] = (r["key"], r["desc"])
-
-    log(f"  {len(fams)} arithmetic families over {len(todo)} answers")
-    run_all(run_answer, [base_task(k) for k in sorted(reps.values(), key=lambda kk: -len(sc.groups[kk]))],
-            t0 + 0.55 * budget_s, on_rep)
-    # phase B: every other answer of a probed family: the family's descriptor (its split count
-    # set to the answer's) verified on that answer's own shapes with fresh draws
-    vt: list[dict[str, Any]] = []
-    for fk, keys in fams.items():
-        if fk not in rep_desc:
-            continue
-        rkey, rdesc = rep_desc[fk]
-        for key in keys:
-            if key == rkey or key in entries:
-                continue
-            d = _with_split(rdesc, int(getattr(sc.answers[key], "splitk_num", 1)))
-            if d is None:
-                continue
-            t = base_task(key)
-            t.update(desc=d, from_key=rkey)
-            vt.append(t)
-    chunk = max(1, len(vt) // max(1, 4 * workers))
-    batches = [{"items": vt[i:i + chunk], "backend": backend if workers > 1 else None}
-               for i in range(0, len(vt), chunk)]
-
-    def on_batch(rs: list[dict[str, Any]]) -> None:
-        for r in rs:
-            record(r)
-
-    if batches:
-        run_all(verify_answers, batches, t0 + 0.8 * budget_s, on_batch)
-    # phase C: probe one by one what no family descriptor explains, most common answers first
-    rest = [k for k in order if k not in entries and k not in reps.values()]
-    if rest and time.time() < t0 + budget_s:
-        run_all(run_answer, [base_task(k) for k in rest], t0 + budget_s, record)
+                    log(f"  worker failed on {key}: {type(exc).__name__}: {exc}")
+                    state[key] = "done"
+                    continue
+                for r in (res if isinstance(res, list) else [res]):
+                    on_result(kind, r)
+        # answers whose family never got a descriptor and that were waiting for it
+        if running:
+            log(f"  reconstruct: {len(running)} answers still running at the deadline; left out")
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
     summary["skipped_budget"] = [k for k in order if k not in entries and k not in failed]
-    for pool in pools:
-        pool.shutdown(wait=False, cancel_futures=True)
+    summary["priority_done"] = sum(1 for k in prio if k in entries)
+    summary["priority_failed"] = sum(1 for k in prio if k in failed and k not in entries)
     save()
     summary["profile"] = str(prof_path)
     summary["seconds"] = round(time.time() - t0, 1)
-    summary["groups"] = {k: {"count": len(v), "examples": [list(s) for s in pick(v, 3)]} for k, v in sc.groups.items()}
+    summary["groups"] = {k: {"count": len(v), "priority": len(prio.get(k, [])),
+                             "examples": [list(s) for s in pick(v, 3)]} for k, v in sc.groups.items()}
     (out_dir / f"reconstruct_{in_dtype}_{out_dtype}.json").write_text(json.dumps(summary, indent=1))
     return summary
 
