@@ -68,14 +68,14 @@ def seeds(case_seed: int, d: int) -> tuple[int, int]:
 
 def collect(lt: Any, todo: list[Case], dtypes: list[str], out_dtype: str, draws: int, deadline: float,
             out_dir: Path, *, device: str = "cuda", matmul: Any = None, max_bytes: int = 40 << 30,
-            log: Any = print) -> dict[str, int]:
+            log: Any = print, on_flush: Any = None) -> dict[str, int]:
     """Run cuBLAS on every (case, dtype) until ``deadline``; write DIR/sweep_samples/*.json.
 
     One host sync per case (the sampled cells of all draws come back together). ``matmul``
     replaces lt.matmul (a CPU dry run passes the emulator)."""
     import torch
 
-    from fixbits.probe.hashdraw import torch_operand
+    from fixbits.probe.hashdraw import operand
     from fixbits.probe.profile import answer_key
 
     mm = matmul or (lambda a, b: lt.matmul(a, b, out_dtype))
@@ -88,8 +88,10 @@ def collect(lt: Any, todo: list[Case], dtypes: list[str], out_dtype: str, draws:
     def flush() -> None:
         nonlocal chunk
         if buf:
-            (d_out / f"{out_dtype}_{chunk:04d}.json").write_text(json.dumps(buf, separators=(",", ":")))
+            (d_out / f"{'-'.join(dtypes)}_{out_dtype}_{chunk:04d}.json").write_text(json.dumps(buf, separators=(",", ":")))
             chunk += 1
+            if on_flush is not None:
+                on_flush(list(buf))
             buf.clear()
 
     t0 = time.time()
@@ -118,8 +120,8 @@ def collect(lt: Any, todo: list[Case], dtypes: list[str], out_dtype: str, draws:
                 for d in range(draws):
                     kind = DRAW_KINDS[d % 2]
                     sa, sb = seeds(ci, d)
-                    a = torch_operand((c.m, c.k), dt, kind, sa, device)
-                    b = torch_operand((c.k, c.n), dt, kind, sb, device)
+                    a = operand((c.m, c.k), dt, kind, sa, device)
+                    b = operand((c.k, c.n), dt, kind, sb, device)
                     out = mm(a, b)
                     del a, b
                     rows, cols = _sample(c.m, cells, rng), _sample(c.n, cells, rng)
@@ -141,7 +143,7 @@ def collect(lt: Any, todo: list[Case], dtypes: list[str], out_dtype: str, draws:
                 if device.startswith("cuda"):
                     torch.cuda.empty_cache()
             buf.append(rec)
-            if len(buf) >= 200:
+            if len(buf) >= 50:
                 flush()
     flush()
     log(f"sweep collect {out_dtype}: {counts} in {time.time() - t0:.0f}s")
@@ -250,63 +252,82 @@ def _check_task(args: tuple[dict[str, Any], dict[str, Any] | None, str | None]) 
 FIELDS = ["dtype", "out_dtype", "set", "m", "n", "k", "answer", "outcome", "draws", "comparisons", "mismatches", "note"]
 
 
-def check(out_dir: Path, profiles: dict[tuple[str, str], Any], *, workers: int = 1, deadline: float | None = None,
-          log: Any = print) -> dict[str, dict[str, int]]:
-    """Classify every collected case; write DIR/sweep.csv (cases left unchecked at the deadline
-    are written as 'unchecked': run check again on a CPU to finish them)."""
-    recs = load_samples(out_dir)
-    dump = out_dir / "mismatch_dump"
-    dump.mkdir(exist_ok=True)
-    rows: list[dict[str, Any]] = []
-    tasks: list[tuple[int, tuple[dict[str, Any], dict[str, Any] | None, str | None]]] = []
-    for rec in recs:
-        row = {f: rec.get(f, "") for f in FIELDS}
-        row["answer"] = rec.get("key", "")
-        row["note"] = rec.get("error", "")
-        if "outcome" in rec:
-            row["outcome"] = rec["outcome"]
-        else:
-            prof = profiles.get((rec["dtype"], rec["out_dtype"]))
+class Checker:
+    """Classifies collected cases as they arrive (a process pool when ``workers`` > 1), so the
+    CPU emulates while the GPU collects the next shapes."""
+
+    def __init__(self, out_dir: Path, profiles: dict[tuple[str, str], Any], workers: int = 1) -> None:
+        self.out_dir, self.profiles, self.workers = out_dir, profiles, workers
+        self.dump = out_dir / "mismatch_dump"
+        self.dump.mkdir(parents=True, exist_ok=True)
+        self.rows: list[dict[str, Any]] = []
+        self.futs: dict[Any, int] = {}
+        self.pool: Any = None
+        if workers > 1:
+            import concurrent.futures as cf
+            import multiprocessing as mp
+
+            self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+        self.serial: list[tuple[int, Any]] = []
+
+    def submit(self, recs: list[dict[str, Any]]) -> None:
+        for rec in recs:
+            row = {f: rec.get(f, "") for f in FIELDS}
+            row["answer"] = rec.get("key", "")
+            row["note"] = rec.get("error", "")
+            i = len(self.rows)
+            self.rows.append(row)
+            if "outcome" in rec:
+                continue
+            prof = self.profiles.get((rec["dtype"], rec["out_dtype"]))
             d = _lookup(prof, rec["key"], rec["k"]) if prof is not None else "no profile"
             if isinstance(d, str):
                 row["outcome"], row["note"] = "not_in_profile", d[:200]
+                continue
+            row["outcome"] = "unchecked"
+            args = (rec, d.to_dict(), str(self.dump))
+            if self.pool is not None:
+                self.futs[self.pool.submit(_check_task, args)] = i
             else:
-                row["outcome"] = "unchecked"
-                tasks.append((len(rows), (rec, d.to_dict(), str(dump))))
-        rows.append(row)
-    tasks.sort(key=lambda t: t[1][0]["k"])  # cheapest emulation first
+                self.serial.append((i, args))
 
-    def done(i: int, res: dict[str, Any]) -> None:
-        rows[i].update({x: res[x] for x in ("outcome", "draws", "comparisons", "mismatches", "note")})
+    def _done(self, i: int, res: dict[str, Any]) -> None:
+        self.rows[i].update({x: res[x] for x in ("outcome", "draws", "comparisons", "mismatches", "note")})
 
-    if workers <= 1:
-        for i, args in tasks:
+    def finish(self, deadline: float | None, log: Any = print) -> dict[str, dict[str, int]]:
+        """Wait for the checks until ``deadline``; write DIR/sweep.csv ('unchecked' rows: run
+        ``check`` again on a CPU to finish them); return counts per dtype pair."""
+        self.serial.sort(key=lambda t: t[1][0]["k"])
+        for i, args in self.serial:
             if deadline is not None and time.time() > deadline:
                 break
-            done(i, _check_task(args))
-    else:
-        import concurrent.futures as cf
-        import multiprocessing as mp
+            self._done(i, _check_task(args))
+        if self.pool is not None:
+            import concurrent.futures as cf
 
-        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-            futs = {pool.submit(_check_task, args): i for i, args in tasks}
             try:
                 left = None if deadline is None else max(1.0, deadline - time.time())
-                for f in cf.as_completed(futs, timeout=left):
-                    done(futs[f], f.result())
+                for f in cf.as_completed(list(self.futs), timeout=left):
+                    self._done(self.futs[f], f.result())
             except cf.TimeoutError:
                 log("sweep check: out of time; the rest is 'unchecked'")
-            for f in futs:
-                f.cancel()
-            pool.shutdown(wait=False, cancel_futures=True)
-    with (out_dir / "sweep.csv").open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=FIELDS)
-        w.writeheader()
-        w.writerows(rows)
-    stats: dict[str, dict[str, int]] = {}
-    for r in rows:
-        s = stats.setdefault(f"{r['dtype']}->{r['out_dtype']}", {})
-        s["shapes"] = s.get("shapes", 0) + 1
-        s[r["outcome"]] = s.get(r["outcome"], 0) + 1
-        s["comparisons"] = s.get("comparisons", 0) + int(r["comparisons"] or 0)
-    return stats
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        with (self.out_dir / "sweep.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=FIELDS)
+            w.writeheader()
+            w.writerows(self.rows)
+        stats: dict[str, dict[str, int]] = {}
+        for r in self.rows:
+            st = stats.setdefault(f"{r['dtype']}->{r['out_dtype']}", {})
+            st["shapes"] = st.get("shapes", 0) + 1
+            st[r["outcome"]] = st.get(r["outcome"], 0) + 1
+            st["comparisons"] = st.get("comparisons", 0) + int(r["comparisons"] or 0)
+        return stats
+
+
+def check(out_dir: Path, profiles: dict[tuple[str, str], Any], *, workers: int = 1, deadline: float | None = None,
+          log: Any = print) -> dict[str, dict[str, int]]:
+    """Classify every case collected under DIR (a CPU run after the device call); writes DIR/sweep.csv."""
+    ck = Checker(out_dir, profiles, workers)
+    ck.submit(load_samples(out_dir))
+    return ck.finish(deadline, log)
