@@ -8,6 +8,7 @@ runs the heuristic's first answer explicitly, which must give the same bytes.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,8 +54,9 @@ def to_numpy(t: Any, name: str) -> np.ndarray:
 
 
 # device memory one probe or verification call may take (the H200 has 139 GiB; other work,
-# the workspace and fragmentation keep a wide margin)
-MAX_CALL_BYTES = 40 << 30
+# the workspace and fragmentation keep a wide margin). FIXBITS_MAX_CALL_GIB sets it per process:
+# a runner with W probing processes gives each about 110/W GiB.
+MAX_CALL_BYTES = int(float(os.environ.get("FIXBITS_MAX_CALL_GIB", "40")) * (1 << 30))
 
 
 class TooLarge(RuntimeError):
@@ -169,7 +171,17 @@ class CublasBackend:
         del ta, tb
         ii = torch.tensor([i for i, _ in call.reads], dtype=torch.int64, device=c.device)
         jj = torch.tensor([j for _, j in call.reads], dtype=torch.int64, device=c.device)
-        return to_numpy(c[ii, jj], self.out_dtype)
+        out = to_numpy(c[ii, jj], self.out_dtype)
+        del c
+        self._release(call.m, call.n, call.k)
+        return out
+
+    def _release(self, m: int, n: int, k: int) -> None:
+        """Give a big call's memory back (several probing processes share one GPU)."""
+        if self.device.startswith("cuda") and 6 * (m * k + k * n) + 4 * m * n > (2 << 30):
+            import torch
+
+            torch.cuda.empty_cache()
 
     def draw_sampled(self, m: int, n: int, k: int, kind: str, seed: int, rows: list[int],
                      cols: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -187,6 +199,7 @@ class CublasBackend:
         out = (to_numpy(ta[ri], self.in_dtype), to_numpy(tb[:, ci], self.in_dtype),
                to_numpy(c[ri][:, ci], self.out_dtype))
         del ta, tb, c
+        self._release(m, n, k)
         return out
 
     def launcher(self, m: int, n: int, k: int) -> Any:

@@ -463,7 +463,11 @@ def _split_alternatives(desc: GEMMDesc, k: int) -> list[GEMMDesc]:
     return out
 
 
-def _signature(d: GEMMDesc, k: int) -> bytes:
+def _signature(d: GEMMDesc, k: int) -> Any:
+    """Equal for readings that owe each other the same bits at K (canonical trees; at deep K the
+    cheaper address map, which may split readings that are in fact equal)."""
+    if k <= 4096:
+        return canonical_tree(d, k)
     ad = addresses(d, k)
     return repr((ad.kinds, ad.counts)).encode() + ad.index.tobytes()
 

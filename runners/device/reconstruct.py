@@ -1,25 +1,30 @@
 #!/usr/bin/env python3
 """GPU: build the sm_90 cuBLASLt arch profiles, then verify them on realistic and fuzz shapes.
 
-    PYTHONPATH=<repo> python3 runners/device/reconstruct.py --out DIR [--budget-s 480]
+    PYTHONPATH=<repo> python3 runners/device/reconstruct.py --out DIR [--budget-s 420]
+    python3 runners/device/reconstruct.py --check DIR        # CPU: finish the sweep's checks
+    python3 runners/device/reconstruct.py --out DIR --device cpu --budget-s 60   # CPU dry run
 
-Part 1 (per dtype: fp16, bf16, fp8_e4m3 -> fp32): heuristic scan, probe each distinct answer,
-verify, write DIR/profiles/<arch>_cublaslt<ver>_<in>_<out>.yaml (the lead commits them to
-matrices/profiles/) and DIR/reconstruct_<in>_<out>.json.
-Part 2 (sweep): for the 390 realistic shapes and >= 2000 fuzz shapes, the emulator with the
-profile's descriptor against cuBLAS's bytes, ordinary and wide draws. Inputs are drawn on the
-GPU; only sampled rows of A and columns of B come back, and the emulator computes exactly those
-outputs (outputs are independent, so a sampled comparison is exact where it looks).
-Every mismatch is explained: answer not in the profile, split-K tail defect (the entry's
-descriptor with the tail dropped reproduces cuBLAS), or a true mismatch.
-Writes DIR/sweep.csv, DIR/summary.yaml and prints a summary table last. Partial output is
-written as it goes.
+Part 1 (per dtype pair, fp16/bf16/fp8_e4m3 -> fp32 first; --out-dtypes adds fp16/bf16 outputs):
+heuristic scan, then one priority queue over a pool of probing processes: the answers that the
+390 realistic and the seeded fuzz shapes reach come first (fp16, bf16, then fp8), one probe per
+arithmetic family, the family's other answers predicted and verified at once on their own
+(priority) shapes, anything a descriptor misses probed itself (split by K where needed).
+Probe calls are built on the GPU (no element cap; each process is held to a memory budget).
+Writes DIR/profiles/<arch>_cublaslt<ver>_<in>_<out>.yaml (commit to matrices/profiles/), the
+evidence of every probe (DIR/profiles/evidence/) and DIR/profiles/reconstruct_<in>_<out>.json.
+Part 2 (sweep): every realistic + fuzz shape, --draws draws each (ordinary and wide), operands
+drawn on the GPU from a counter hash; only sampled output cells come back. A process pool
+emulates them while the GPU goes on (fixbits.probe.sweep), so a short budget never stops the
+GPU part: DIR/sweep_samples/ holds everything needed to finish the checks on a CPU
+(--check DIR). DIR/sweep.csv classifies every case (match, not_in_profile, tail_defect,
+wrong_entry, no_algorithm, too_large, unchecked); each mismatch leaves its sampled inputs and
+outputs in DIR/mismatch_dump/*.npz. DIR/summary.yaml and a table printed last.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import time
@@ -32,184 +37,117 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..",
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
+DEVICE = "cuda"  # --device cpu: the same paths on CPU torch with the emulator as cuBLAS
+WEIGHTS = {"fp16": 0.42, "bf16": 0.36, "fp8_e4m3": 0.22}
 
-def parse_args() -> argparse.Namespace:
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", required=True)
-    p.add_argument("--budget-s", type=float, default=480.0)
+    p.add_argument("--out", default=None)
+    p.add_argument("--budget-s", type=float, default=420.0)
     p.add_argument("--arch", default="sm_90")
     p.add_argument("--dtypes", default="fp16,bf16,fp8_e4m3")
+    p.add_argument("--out-dtypes", default="fp32", help="fp32 first; e.g. fp32,fp16 adds fp16->fp16 and "
+                   "bf16->bf16 (each input dtype with an output of its own width or fp32)")
     p.add_argument("--max-queries", type=int, default=30000)
     p.add_argument("--fuzz", type=int, default=2000)
     p.add_argument("--draws", type=int, default=10)
+    p.add_argument("--sweep-share", type=float, default=0.4, help="share of the budget kept for the sweep")
     p.add_argument("--profiles", default=None, help="use these profiles for the sweep (skip part 1)")
     p.add_argument("--workers", type=int, default=max(1, min(8, (os.cpu_count() or 2) - 2)),
                    help="processes probing answers in parallel (each has its own CUDA context)")
-    return p.parse_args()
+    p.add_argument("--check-workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    p.add_argument("--check", default=None, metavar="DIR", help="CPU: finish the sweep checks of a device run")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--limit-shapes", type=int, default=0, help="dry runs: this many small shapes per set")
+    return p.parse_args(argv)
 
 
-DEVICE = "cuda"  # a CPU smoke test of the script's logic sets "cpu"
+def pairs(dtypes: list[str], out_dtypes: list[str]) -> list[tuple[str, str]]:
+    """(in, out) pairs, fp32 outputs first; fp16 / bf16 outputs only for their own input."""
+    out = []
+    for od in out_dtypes:
+        for dt in dtypes:
+            if od == "fp32" or od == dt or (dt.startswith("fp8") and od in ("fp16", "bf16")):
+                out.append((dt, od))
+    return out
 
 
-def gpu_draw(shape: tuple[int, int], dtype: str, kind: str, gen: Any) -> Any:
-    import torch
+def sweep_cases(fuzz: int, limit: int) -> list[Any]:
+    from fixbits.probe.sweep import Case, cases
 
-    from fixbits.cublas.torch_dtypes import torch_dtype
-
-    x = torch.randn(shape, generator=gen, device=DEVICE, dtype=torch.float32)
-    if kind == "wide":
-        lo, hi = (-6, 6) if dtype.startswith("fp8") else (-12, 12)
-        e = torch.randint(lo, hi + 1, shape, generator=gen, device=DEVICE).float()
-        x = x * torch.exp2(e)
-    if dtype == "fp8_e4m3":
-        x = x.clamp(-448, 448)
-    return x.to(torch_dtype(dtype))
+    cs = cases(fuzz)
+    if limit:
+        small = [c for c in cs if c.m * c.n * c.k <= 4e5 and c.k <= 700]
+        real = [c for c in small if c.which == "realistic"][:limit]
+        fz = [c for c in small if c.which == "fuzz"][:limit]
+        cs = real + fz or [Case("fuzz", 5, 7, 121)]
+    return cs
 
 
-def sample_idx(n: int, count: int, rng: np.random.Generator) -> list[int]:
-    if n <= count:
-        return list(range(n))
-    return sorted(set(rng.choice(n, count - 2, replace=False).tolist()) | {0, n - 1})
+def load_profiles(prof_dir: Path, log: Any) -> dict[tuple[str, str], Any]:
+    from fixbits.probe.profile import load
+
+    profiles = {}
+    for p in sorted(prof_dir.glob("*.yaml")):
+        try:
+            prof = load(p)
+            profiles[(prof.dtype, prof.out_dtype)] = prof
+        except Exception as exc:  # noqa: BLE001
+            log(f"cannot load {p}: {exc}")
+    return profiles
 
 
-def compare_shape(lt: Any, desc: Any, shape: tuple[int, int, int], in_dtype: str, out_dtype: str, draws: int,
-                  seed: int, deadline: float, cells: int = 8) -> tuple[int, int, int, list[str]]:
-    """(draws run, byte comparisons, mismatching elements, first mismatch notes)."""
-    import torch
+# -- CPU dry run: the device paths on CPU torch, the emulator as cuBLAS ----------------------------
 
-    from fixbits.cublas.backend import to_numpy
-    from fixbits.emulate import emulate
-    from fixbits.numerics.formats import bits
+class _DryAnswer:
+    def __init__(self, algo: int, split: int) -> None:
+        self.algo_id, self.splitk_num, self.reduction_scheme, self.tile_id = algo, split, 0, 1
 
-    m, n, k = shape
-    gen = torch.Generator(device=DEVICE)
-    rng = np.random.default_rng(seed)
-    done = comps = bad = 0
-    notes: list[str] = []
-    for d in range(draws):
-        if time.time() > deadline:
-            break
-        kind = ("ordinary", "wide")[d % 2]
-        gen.manual_seed(seed * 100 + d)
-        a = gpu_draw((m, k), in_dtype, kind, gen)
-        b = gpu_draw((k, n), in_dtype, kind, gen)
-        c = lt.matmul(a, b, out_dtype)
-        rows, cols = sample_idx(m, cells, rng), sample_idx(n, cells, rng)
-        got = to_numpy(c[rows][:, cols], out_dtype)
-        a_np = to_numpy(a[rows], in_dtype)
-        b_np = to_numpy(b[:, cols], in_dtype)
-        del a, b, c
-        em = emulate(desc, a_np, b_np)
-        diff = bits(np.ascontiguousarray(em)) != bits(np.ascontiguousarray(got))
-        comps += diff.size
-        nb = int(diff.sum())
-        bad += nb
-        done += 1
-        if nb and len(notes) < 2:
-            i, j = np.argwhere(diff)[0]
-            notes.append(f"{kind} draw {d}: {nb}/{diff.size} differ, first ({rows[i]},{cols[j]}) "
-                         f"got {float(got[i, j])!r} emu {float(em[i, j])!r}")
-    return done, comps, bad, notes
+    def key_str(self) -> str:
+        return f"a{self.algo_id}-t1-s{self.splitk_num}-r0-w0-c0-g0"
 
 
-def tail_explains(lt: Any, desc: Any, shape: tuple[int, int, int], in_dtype: str, out_dtype: str, seed: int,
-                  deadline: float) -> bool:
-    """True when the entry's descriptor with its split's tail dropped reproduces cuBLAS."""
-    from fixbits.desc import KCut
+class _DryLt:
+    """Two answers: single pass for K < 400, a 2-way split above (the emulator computes both)."""
 
-    if not desc.k_cuts or desc.k_cuts[0].count is None:
-        return False
-    c0 = desc.k_cuts[0]
-    alt = desc.replace(k_cuts=(KCut("contiguous", count=c0.count, granule=c0.granule, span_rule="tail_dropped",
-                                    merge=c0.merge),) + desc.k_cuts[1:])
-    if alt == desc:
-        return False
-    done, _, bad, _ = compare_shape(lt, alt, shape, in_dtype, out_dtype, 2, seed, deadline)
-    return done > 0 and bad == 0
+    version = 1
 
+    def heuristic(self, m: int, n: int, k: int, i: str, o: str) -> _DryAnswer:
+        return _DryAnswer(1, 2 if k >= 400 else 1)
 
-def sweep(profiles: dict[str, Any], out: Path, budget_s: float, fuzz: int, draws: int, log: Any) -> dict[str, Any]:
-    import torch
+    def truth(self, k: int, i: str, o: str) -> Any:
+        from fixbits.desc import GEMMDesc, KCut
 
-    from fixbits.cublas.lt import CublasLt
-    from fixbits.probe.profile import NotInProfile
-    from fixbits.shapes import fuzz_shapes, realistic_shapes
-
-    t0 = time.time()
-    deadline = t0 + budget_s
-    lt = CublasLt()
-    real = [(s.m, s.n, s.k, "realistic") for s in realistic_shapes()]
-    fz = [(s.m, s.n, s.k, "fuzz") for s in fuzz_shapes(0, fuzz)]
-    cases = []
-    # interleave so a short budget still covers both sets
-    for i in range(max(len(real), len(fz))):
-        if i < len(real):
-            cases.append(real[i])
-        if i < len(fz):
-            cases.append(fz[i])
-    stats: dict[str, Any] = {}
-    path = out / "sweep.csv"
-    with path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["dtype", "set", "m", "n", "k", "answer", "outcome", "draws", "comparisons", "mismatches", "note"])
-        dtypes = list(profiles)
-        ci = 0
-        while time.time() < deadline and ci < len(cases) * len(dtypes):
-            m, n, k, which = cases[ci // len(dtypes)]
-            dt = dtypes[ci % len(dtypes)]
-            ci += 1
-            prof = profiles[dt]
-            st = stats.setdefault(dt, {"shapes": 0, "draws": 0, "comparisons": 0, "mismatching_shapes": 0,
-                                       "not_in_profile": 0, "tail_defect": 0, "true_mismatch": 0, "errors": 0, "no_algorithm": 0,
-                                       "skipped_fp8_k": 0})
-            if dt.startswith("fp8") and k % 16:
-                st["skipped_fp8_k"] += 1
-                continue
-            if m * n * 4 + (m + n) * k * 2 > 60e9:
-                continue
-            try:
-                ans = lt.heuristic(m, n, k, dt, prof.out_dtype)
-                key = ans.key_str()
-                try:
-                    desc = prof.lookup(ans)
-                except NotInProfile:
-                    st["not_in_profile"] += 1
-                    st["shapes"] += 1
-                    w.writerow([dt, which, m, n, k, key, "not_in_profile", 0, 0, "", ""])
-                    continue
-                done, comps, bad, notes = compare_shape(lt, desc, (m, n, k), dt, prof.out_dtype, draws, 1000 + ci,
-                                                        deadline)
-                st["shapes"] += 1
-                st["draws"] += done
-                st["comparisons"] += comps
-                outcome = "match"
-                if bad:
-                    st["mismatching_shapes"] += 1
-                    if tail_explains(lt, desc, (m, n, k), dt, prof.out_dtype, 1000 + ci, deadline):
-                        outcome = "tail_defect"
-                        st["tail_defect"] += 1
-                    else:
-                        outcome = "mismatch"
-                        st["true_mismatch"] += 1
-                w.writerow([dt, which, m, n, k, key, outcome, done, comps, bad, " | ".join(notes)])
-            except Exception as exc:  # noqa: BLE001
-                no_algo = type(exc).__name__ == "NoAlgorithmError"
-                st["no_algorithm" if no_algo else "errors"] += 1
-                w.writerow([dt, which, m, n, k, "", "no_algorithm" if no_algo else "error", 0, 0, "",
-                            f"{type(exc).__name__}: {exc}"[:300]])
-                torch.cuda.empty_cache()
-            if ci % 50 == 0:
-                fh.flush()
-    log(f"sweep: {ci} (shape, dtype) cases in {time.time() - t0:.0f}s")
-    return stats
+        d = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype=i, out_dtype=o,
+                     k_loop_step=32, residue="first")
+        return d.replace(k_cuts=(KCut("contiguous", count=2, granule=64),)) if k >= 400 else d
 
 
-def main() -> int:
-    args = parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    prof_dir = out / "profiles"
-    prof_dir.mkdir(exist_ok=True)
+def _dry_matmul(lt: _DryLt, in_dtype: str, out_dtype: str) -> Any:
+    def mm(a: Any, b: Any) -> Any:
+        from fixbits.cublas.backend import to_numpy, to_torch
+        from fixbits.emulate import emulate
+
+        c = emulate(lt.truth(int(a.shape[1]), in_dtype, out_dtype), to_numpy(a, in_dtype), to_numpy(b, in_dtype))
+        return to_torch(c, out_dtype, "cpu")
+
+    return mm
+
+
+def _dry_backend(lt: _DryLt, in_dtype: str, out_dtype: str) -> Any:
+    from fixbits.cublas.backend import CublasBackend
+
+    bk = CublasBackend(in_dtype, out_dtype, device="cpu")
+    bk._mm = _dry_matmul(lt, in_dtype, out_dtype)  # type: ignore[method-assign]
+    return bk
+
+
+# -- main -------------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    global DEVICE
+    args = parse_args(argv)
     t0 = time.time()
     log_lines: list[str] = []
 
@@ -217,65 +155,118 @@ def main() -> int:
         print(msg, flush=True)
         log_lines.append(msg)
 
-    from fixbits.probe.profile import load
+    if args.check:
+        from fixbits.probe.sweep import check
+
+        out = Path(args.check)
+        stats = check(out, load_profiles(Path(args.profiles) if args.profiles else out / "profiles", log),
+                      workers=args.check_workers, log=log)
+        print(yaml.safe_dump(stats, sort_keys=False))
+        return 0
+    if not args.out:
+        raise SystemExit("--out DIR is required (or --check DIR)")
+    DEVICE = args.device
+    dry = DEVICE == "cpu"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    prof_dir = Path(args.profiles) if args.profiles else out / "profiles"
+    prof_dir.mkdir(parents=True, exist_ok=True)
+    deadline = t0 + args.budget_s
+    workers = 1 if dry else args.workers
+    # each probing process gets its share of the GPU's memory
+    os.environ.setdefault("FIXBITS_MAX_CALL_GIB", str(max(8, int(110 / max(1, workers)))))
+
     from fixbits.probe.reconstruct import reconstruct
+    from fixbits.probe.sweep import Checker, collect
 
     dtypes = [d for d in args.dtypes.split(",") if d]
+    todo = pairs(dtypes, [d for d in args.out_dtypes.split(",") if d])
+    cs = sweep_cases(args.fuzz, args.limit_shapes)
+    prio = [(c.m, c.n, c.k) for c in cs]
+    lt = _DryLt() if dry else None
     summaries: dict[str, Any] = {}
-    # budget: 60% reconstruction (split over dtypes, fp8 least), 40% sweep
-    weights = {"fp16": 0.45, "bf16": 0.35, "fp8_e4m3": 0.20}
-    recon_budget = 0.6 * args.budget_s
-    if args.profiles:
-        prof_dir = Path(args.profiles)
-    else:
-        for dt in dtypes:
-            b = recon_budget * weights.get(dt, 0.2) / sum(weights.get(x, 0.2) for x in dtypes)
+    sweep_s = args.sweep_share * args.budget_s
+    recon_end = deadline - sweep_s
+    if not args.profiles:
+        wsum = sum(WEIGHTS.get(d, 0.2) * (1.0 if od == "fp32" else 0.5) for d, od in todo)
+        for dt, od in todo:
+            left = recon_end - time.time()
+            if left < 5:
+                summaries[f"{dt}->{od}"] = {"error": "no time left"}
+                continue
+            share = WEIGHTS.get(dt, 0.2) * (1.0 if od == "fp32" else 0.5) / wsum
+            b = max(5.0, min(left, share * (recon_end - t0)))
             try:
-                summaries[dt] = reconstruct(arch=args.arch, in_dtype=dt, out_dtype="fp32", out_dir=prof_dir,
-                                            budget_s=b, max_queries=args.max_queries, scan_budget_s=min(40.0, 0.3 * b),
-                                            log=log, workers=args.workers, per_answer_s=min(90.0, 0.6 * b))
+                summaries[f"{dt}->{od}"] = reconstruct(
+                    arch=args.arch, in_dtype=dt, out_dtype=od, out_dir=prof_dir, budget_s=b,
+                    max_queries=args.max_queries if not dry else 40, scan_budget_s=min(30.0, 0.15 * b), log=log,
+                    workers=workers, per_answer_s=min(60.0, 0.5 * b), priority_shapes=prio, lt=lt,
+                    backend=_dry_backend(lt, dt, od) if dry else None, profile_launch=not dry)
             except Exception as exc:  # noqa: BLE001
-                summaries[dt] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc(limit=5)}
-                log(f"[{dt}] reconstruct crashed: {exc}")
-            (out / "summary.yaml").write_text(yaml.safe_dump({"reconstruct": summaries, "partial": True},
+                summaries[f"{dt}->{od}"] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc(limit=5)}
+                log(f"[{dt}->{od}] reconstruct crashed: {exc}")
+            (out / "summary.yaml").write_text(yaml.safe_dump({"reconstruct": _brief(summaries), "partial": True},
                                                              sort_keys=False))
-    profiles = {}
-    for p in sorted(prof_dir.glob("*.yaml")):
-        try:
-            prof = load(p)
-            if prof.out_dtype == "fp32" and prof.dtype in dtypes:
-                profiles[prof.dtype] = prof
-        except Exception as exc:  # noqa: BLE001
-            log(f"cannot load {p}: {exc}")
-    stats: dict[str, Any] = {}
-    remaining = args.budget_s - (time.time() - t0)
-    if profiles and remaining > 10:
-        try:
-            stats = sweep(profiles, out, remaining - 5, args.fuzz, args.draws, log)
-        except Exception as exc:  # noqa: BLE001
-            stats = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc(limit=5)}
-    (out / "summary.yaml").write_text(yaml.safe_dump({"reconstruct": summaries, "sweep": stats,
-                                                      "wall_s": round(time.time() - t0, 1)}, sort_keys=False))
+    profiles = load_profiles(prof_dir, log)
+    # sweep: the GPU collects (fp16 and bf16 first), a CPU pool checks meanwhile
+    checker = Checker(out, profiles, workers=1 if dry else args.check_workers)
+    counts: dict[str, Any] = {}
+    groups: list[tuple[list[str], str]] = []
+    for od in dict.fromkeys(od for _, od in todo):
+        ins = [dt for dt, o in todo if o == od]
+        first = [d for d in ins if not d.startswith("fp8")]
+        groups += [(first, od)] if first else []
+        groups += [([d for d in ins if d.startswith("fp8")], od)] if any(d.startswith("fp8") for d in ins) else []
+    try:
+        if lt is None:
+            from fixbits.cublas.lt import CublasLt
+
+            lt_s: Any = CublasLt()
+        else:
+            lt_s = lt
+        for ins, od in groups:
+            if time.time() > deadline - 15:
+                break
+            mm = _dry_matmul(lt, ins[0], od) if dry else None  # type: ignore[arg-type]
+            counts["+".join(ins) + "->" + od] = collect(
+                lt_s, cs, ins, od, args.draws, deadline - 12, out, device=DEVICE, matmul=mm, log=log,
+                on_flush=checker.submit)
+    except Exception as exc:  # noqa: BLE001
+        counts["error"] = f"{type(exc).__name__}: {exc}"
+        log(f"sweep collect crashed: {exc}\n{traceback.format_exc(limit=5)}")
+    stats = checker.finish(max(time.time() + 2, deadline - 3), log)
+    summary = {"reconstruct": _brief(summaries), "sweep_collect": counts, "sweep": stats,
+               "wall_s": round(time.time() - t0, 1)}
+    (out / "summary.yaml").write_text(yaml.safe_dump(summary, sort_keys=False))
     print("\n== reconstruct ==")
-    print(f"{'dtype':10} {'queries':>8} {'answers':>8} {'probed':>7} {'predicted':>9} {'failed':>7} {'left':>5}")
-    for dt, s in summaries.items():
+    print(f"{'pair':16} {'answers':>7} {'prio':>5} {'prio ok':>7} {'probed':>6} {'predicted':>9} {'failed':>6} {'left':>5}")
+    for name, s in summaries.items():
         if "error" in s:
-            print(f"{dt:10} ERROR {s['error'][:90]}")
+            print(f"{name:16} ERROR {s['error'][:90]}")
             continue
-        print(f"{dt:10} {s['queries']:8d} {s['answers']:8d} {len(s['probed']):7d} {len(s.get('predicted', [])):9d} "
-              f"{len(s['failed']):7d} {len(s['skipped_budget']):5d}")
+        print(f"{name:16} {s['answers']:7d} {s.get('priority_answers', 0):5d} {s.get('priority_done', 0):7d} "
+              f"{len(s['probed']):6d} {len(s.get('predicted', [])):9d} {len(s['failed']):6d} {len(s['skipped_budget']):5d}")
     print("== sweep ==")
-    print(f"{'dtype':10} {'shapes':>6} {'draws':>6} {'compared':>9} {'notprof':>7} {'tail':>5} {'mismatch':>8} "
-          f"{'noalgo':>6} {'err':>4}")
-    for dt, s in stats.items():
-        if not isinstance(s, dict):
-            print(dt, s)
-            continue
-        print(f"{dt:10} {s['shapes']:6d} {s['draws']:6d} {s['comparisons']:9d} {s['not_in_profile']:7d} "
-              f"{s['tail_defect']:5d} {s['true_mismatch']:8d} {s['no_algorithm']:6d} {s['errors']:4d}")
+    for name, s in stats.items():
+        print(f"{name:16} " + " ".join(f"{k}={v}" for k, v in sorted(s.items())))
     print(f"wall {time.time() - t0:.0f}s")
     return 0
 
 
+def _brief(summaries: dict[str, Any]) -> dict[str, Any]:
+    """summary.yaml keeps counts and failures, not the per-answer scan groups."""
+    out = {}
+    for k, s in summaries.items():
+        out[k] = {x: v for x, v in s.items() if x != "groups"}
+        if "failed" in s:
+            reasons: dict[str, int] = {}
+            for why in s["failed"].values():
+                r = why.split(" at ")[0].split(":")[0][:60]
+                reasons[r] = reasons.get(r, 0) + 1
+            out[k]["failure_reasons"] = reasons
+    return out
+
+
 if __name__ == "__main__":
+    np.seterr(all="ignore")
     raise SystemExit(main())
