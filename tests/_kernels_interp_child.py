@@ -168,6 +168,37 @@ def case_epilogue_vs_emulator() -> None:
             _eq(_n(got, out), want, f"epilogue {[o.kind for o in ops]} -> {out}")
 
 
+def case_butterfly_merge() -> None:
+    """The split-K butterfly fold (lane 0 of xor offsets) against the emulator's merge, on
+    random fp32 parts where the association order shows in the bits."""
+    import torch
+
+    from fixbits.desc import GEMMDesc, KCut
+    from fixbits.emulate import _merge
+    from fixbits.kernels._host import epilogue_args
+    from fixbits.kernels.splitk import launch_merge
+    from fixbits.numerics import formats
+
+    base = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp32")
+    rng = np.random.default_rng(11)
+    for how in ("butterfly_down", "butterfly_up", "chain"):
+        for p in (2, 4, 8):
+            for mdt in ("fp32", "fp16"):
+                d = base.replace(k_cuts=(KCut("contiguous", count=p, merge=how),), merge_dtype=mdt)
+                vals = (rng.standard_normal((p, 3, 5)) * np.exp2(rng.integers(-12, 12, (p, 3, 5)))).astype(
+                    np.float32
+                )
+                vals[0, 0, 0], vals[1, 0, 0] = -0.0, -0.0  # the sign of an all -0 fold
+                out = torch.empty((3, 5), dtype=torch.float32)
+                launch_merge(
+                    d, torch.from_numpy(vals.copy()), out, epilogue_args(d, 3, 5), gelu_tanh_fma=True
+                )
+                want = np.asarray(
+                    formats.round_to(_merge(list(vals), how, mdt), "fp32", "rn"), dtype=np.float32
+                )
+                _eq(out.numpy(), want, f"{how} P={p} merge={mdt}")
+
+
 def case_planted_reverse_merge() -> None:
     """+L, -L, r in three split-K parts: in order r survives, merged backwards it is absorbed."""
     from fixbits.desc import GEMMDesc, KCut

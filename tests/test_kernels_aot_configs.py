@@ -193,3 +193,44 @@ def test_every_epilogue_kernel_takes_the_epilogue_arguments_in_kernel_args_order
         names = list(kern.arg_names)
         i = names.index("bias_ptr")
         assert names[i : i + len(want)] == want, f"{kern}: {names[i : i + len(want)]}"
+
+
+def _profile_entries(limit: int = 40) -> list[tuple[str, Any, tuple[int, int, int]]]:
+    """(id, desc, shape) of every distinct descriptor in matrices/profiles/ (the profile route's
+    answers), capped deterministically (sorted by hash, every family kept) so CI stays short."""
+    import glob
+
+    from fixbits.probe import profile as profiles
+
+    seen: dict[str, tuple[str, Any, tuple[int, int, int]]] = {}
+    for path in sorted(glob.glob(str(profiles.PROFILE_DIR / "*.yaml"))):
+        for key, entry in sorted(profiles.load(path).entries.items()):
+            d = entry.desc
+            m, n, k = (tuple(entry.shape) + (64, 64, 256))[:3] if entry.shape else (64, 64, 256)
+            seen.setdefault(d.short_hash, (f"{d.family}-{d.in_dtype}-{key}", d, (int(m), int(n), int(k))))
+    items = sorted(seen.values(), key=lambda t: t[1].short_hash)
+    by_family: dict[str, list[Any]] = {}
+    for it in items:
+        by_family.setdefault(it[1].family, []).append(it)
+    out: list[tuple[str, Any, tuple[int, int, int]]] = []
+    while len(out) < min(limit, len(items)):
+        for fam in sorted(by_family):
+            if by_family[fam] and len(out) < limit:
+                out.append(by_family[fam].pop(0))
+    return out
+
+
+PROFILE_ENTRIES = _profile_entries()
+
+
+@pytest.mark.parametrize(
+    ("desc", "shape"), [(d, s) for _, d, s in PROFILE_ENTRIES], ids=[i for i, _, _ in PROFILE_ENTRIES]
+)
+def test_every_profile_descriptor_compiles_through_its_family(desc: Any, shape: tuple[int, int, int]) -> None:
+    """fixbits.matmul's profile route launches what these descriptors name: each must compile
+    (at its recorded K, M and N capped for CPU memory), with the pointer-reading epilogue."""
+    m, n, k = shape
+    m, n = min(m, 256), min(n, 4096)
+    out = "fp16" if desc.in_dtype == "fp16" else "bf16"
+    ep = POINTER_EP if desc.instruction != "fma" or m * n > 1 else ()
+    _compile(desc.replace(out_dtype=out, epilogue=ep), m=m, n=n, k=k)

@@ -21,7 +21,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(
-    "case", ["tensor_core_indexing", "scalar_vs_emulator", "epilogue_vs_emulator", "planted_reverse_merge"]
+    "case",
+    [
+        "tensor_core_indexing",
+        "scalar_vs_emulator",
+        "epilogue_vs_emulator",
+        "planted_reverse_merge",
+        "butterfly_merge",
+    ],
 )
 def test_kernels_under_interpreter(case: str) -> None:
     pytest.importorskip("triton")

@@ -67,11 +67,15 @@ def tensor_core_plan(desc: GEMMDesc, k: int) -> TensorCorePlan:
             raise UnsupportedDesc(
                 f"k_cuts[{lvl}].layout={c.layout}: tensor-core kernels realise contiguous cuts only"
             )
-        if c.merge != "chain":
+        if c.merge != "chain" and lvl > 0:
             raise UnsupportedDesc(
-                f"k_cuts[{lvl}].merge={c.merge}: tensor-core kernels merge parts by chain only"
+                f"k_cuts[{lvl}].merge={c.merge}: tensor-core kernels merge inner parts by chain only"
             )
     level0 = cuts[0].parts(k) if cuts else [[(0, k)] if k else []]
+    if cuts and cuts[0].merge != "chain" and (len(level0) < 2 or len(level0) & (len(level0) - 1)):
+        raise UnsupportedDesc(
+            f"k_cuts[0].merge={cuts[0].merge} over {len(level0)} parts: a butterfly needs a power of two"
+        )
     runs: list[tuple[int, int]] = []
     part_runs: list[tuple[int, int]] = []
     for p, part in enumerate(level0):

@@ -71,21 +71,26 @@ def _splitk_merge_kernel(
     stride_rm, stride_rn, stride_gm, stride_gn,
     P, M, N, swp, swm, swn, som, son,
     ep_scale0, ep_scale1, ep_scale2, ep_scale3,
-    MERGE: tl.constexpr,
+    MERGE: tl.constexpr, FROM_ZERO: tl.constexpr,
     EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
     OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
+    """Chain merge of P parts from +0 (FROM_ZERO), or, after the butterfly levels, the one
+    folded value as it is (P == 1, FROM_ZERO False: +0 + -0 would turn its sign)."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     ptrs = ws_ptr + rm[:, None] * swm + rn[None, :] * swn
-    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for p in range(0, P):
-        x = tl.load(ptrs + p * swp, mask=mask, other=0.0).to(tl.float32)
-        total = round_to(total + x, MERGE)  # one RN add in merge_dtype (fp32 add then RN is exact here)
+    if FROM_ZERO:
+        total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for p in range(0, P):
+            x = tl.load(ptrs + p * swp, mask=mask, other=0.0).to(tl.float32)
+            total = round_to(total + x, MERGE)  # one RN add in merge_dtype (fp32 add then RN is exact here)
+    else:
+        total = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
     epilogue_store(
         total, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
         stride_rm, stride_rn, stride_gm, stride_gn,
@@ -93,16 +98,63 @@ def _splitk_merge_kernel(
     )  # fmt: skip
 
 
+@triton.jit
+def _butterfly_level_kernel(
+    src_ptr, dst_ptr, M, N, half, s_sp, s_sm, s_sn, d_sp, d_sm, d_sn,
+    MERGE: tl.constexpr, DOWN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """One butterfly level as lane 0 sees it: dst[i] = RN(src[i] + src[i + half]) (down, xor
+    offsets count/2 .. 1) or RN(src[2i] + src[2i + 1]) (up, offsets 1 .. count/2)."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    i = tl.program_id(2)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    off = rm[:, None] * s_sm + rn[None, :] * s_sn
+    if DOWN:
+        lo = i
+        hi = i + half
+    else:
+        lo = 2 * i
+        hi = 2 * i + 1
+    x = tl.load(src_ptr + lo * s_sp + off, mask=mask, other=0.0).to(tl.float32)
+    y = tl.load(src_ptr + hi * s_sp + off, mask=mask, other=0.0).to(tl.float32)
+    tl.store(dst_ptr + i * d_sp + rm[:, None] * d_sm + rn[None, :] * d_sn, round_to(x + y, MERGE), mask=mask)
+
+
+def butterfly_fold(desc: GEMMDesc, ws: torch.Tensor) -> torch.Tensor:
+    """Fold the level-0 parts by the descriptor's butterfly (lane 0's value), one launch per level."""
+    import torch
+
+    merge = desc.k_cuts[0].merge
+    p, m, n = ws.shape
+    grid_mn = (triton.cdiv(m, MERGE_BLOCK_M), triton.cdiv(n, MERGE_BLOCK_N))
+    while p > 1:
+        half = p // 2
+        dst = torch.empty((half, m, n), dtype=torch.float32, device=ws.device)
+        _butterfly_level_kernel[(*grid_mn, half)](
+            ws, dst, m, n, half, ws.stride(0), ws.stride(1), ws.stride(2), dst.stride(0), dst.stride(1), dst.stride(2),
+            MERGE=OUT_CODES[desc.merge_dtype], DOWN=merge == "butterfly_down",
+            BLOCK_M=MERGE_BLOCK_M, BLOCK_N=MERGE_BLOCK_N, num_warps=4, **LAUNCH_OPTS,
+        )  # fmt: skip
+        ws, p = dst, half
+    return ws
+
+
 def launch_merge(
     desc: GEMMDesc, ws: torch.Tensor, out: torch.Tensor, ep: EpilogueArgs, *, gelu_tanh_fma: bool
 ) -> Any:
+    butterfly = bool(desc.k_cuts) and desc.k_cuts[0].merge != "chain"
+    if butterfly:
+        ws = butterfly_fold(desc, ws)
     p, m, n = ws.shape
     grid = (triton.cdiv(m, MERGE_BLOCK_M), triton.cdiv(n, MERGE_BLOCK_N))
     return _splitk_merge_kernel[grid](
         ws, out, *ep.kernel_args(out),
         p, m, n, ws.stride(0), ws.stride(1), ws.stride(2), out.stride(0), out.stride(1),
         *ep.plan.scales,
-        MERGE=OUT_CODES[desc.merge_dtype],
+        MERGE=OUT_CODES[desc.merge_dtype], FROM_ZERO=not butterfly,
         EP0=ep.plan.codes[0], EP1=ep.plan.codes[1], EP2=ep.plan.codes[2], EP3=ep.plan.codes[3],
         OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
         BLOCK_M=MERGE_BLOCK_M, BLOCK_N=MERGE_BLOCK_N, num_warps=4, **LAUNCH_OPTS,
