@@ -49,7 +49,7 @@ def left() -> float:
 
 SECTION_END = [float("inf")]
 MISMATCH: list = []
-SHARES = {"c": 1.0, "b": 0.2, "e": 0.3, "a": 0.75, "r": 1.0}  # of the budget left when a section starts
+SHARES = {"c": 1.0, "b": 0.2, "e": 0.4, "a": 0.5, "r": 1.0}  # of the budget left when a section starts
 
 
 def sec_left() -> float:
@@ -503,52 +503,67 @@ def section_e(out_dir: Path) -> None:
         )
 
 
-def section_r(out_dir: Path) -> None:
-    """Realistic shapes through the profile route (if a profile exists)."""
-    from fixbits.kernels.matmul import MatmulUnavailable, cublas_matmul, matmul
+R_DTYPES = ("fp16", "bf16", "fp8_e4m3")  # the in_dtypes matrices/profiles/ holds (-> fp32)
 
-    def cublas(a, b, out_dtype):
-        return cublas_matmul(a, b, out_dtype)
+
+def section_r(out_dir: Path) -> None:
+    """Realistic shapes through the profile route, for every input dtype with a profile: the
+    budget is split evenly between the dtypes; one INFO row per dtype with the counts and the
+    families the matched shapes ran (so every family a profile holds is exercised)."""
+    import torch
+
+    from fixbits.kernels._host import torch_dtype
+    from fixbits.kernels.matmul import MatmulUnavailable, cublas_matmul, matmul, resolve_desc
 
     shapes, source = realistic()
     if SMALL[0]:
         shapes = []
-    n_ok = n_fail = n_unavail = 0
-    unavailable_reason = None
-    for m, n, k, layer, _ep in shapes:
-        if sec_left() < 10:
-            record("r", "realistic shapes", "SKIP", why="budget", done=n_ok + n_fail + n_unavail)
-            break
-        seed = (m * 7 + n * 13 + k) % (2**31)
-        try:
-            import torch
-
-            from fixbits.kernels.matmul import resolve_desc
-
-            try:  # host-only: heuristic + profile lookup, before any operand is made
-                desc = resolve_desc(m, n, k, "fp16", "fp32", torch.device(DEVICE))
-            except MatmulUnavailable as exc:
-                n_unavail += 1
-                unavailable_reason = str(exc)[:300]
-                continue
-            g = torch.Generator(device=DEVICE).manual_seed(seed)  # GPU draws: these operands are large
-            a = torch.randn((m, k), device=DEVICE, generator=g)
-            a = (a * torch.exp2(torch.randint(-8, 9, (m, k), device=DEVICE, generator=g).float())).half()
-            b = torch.randn((k, n), device=DEVICE, generator=g)
-            b = (b * torch.exp2(torch.randint(-8, 9, (k, n), device=DEVICE, generator=g).float())).half()
-            ours = matmul(a, b, desc=desc)
-            ref = cublas(a, b, "fp32")
-            d = diff_info(ours, ref)
-            if d["ndiff"] == 0:
-                n_ok += 1
-            else:
-                n_fail += 1
-                record("r", f"realistic {m}x{n}x{k} {layer} desc={desc.short_hash} seed={seed}", "FAIL",
-                       family=desc.family, **d)  # fmt: skip
-        except Exception:
-            record("r", f"realistic {m}x{n}x{k}", "ERROR", trace=traceback.format_exc())
-    record("r", f"realistic shapes ({source}) via profile", "INFO", match=n_ok, mismatch=n_fail,
-           unavailable=n_unavail, reason=unavailable_reason)  # fmt: skip
+    section_end = SECTION_END[0]
+    for di, in_dtype in enumerate(R_DTYPES):
+        t_start = time.time()
+        dtype_end = t_start + (min(section_end, time.time() + left()) - t_start) / (len(R_DTYPES) - di)
+        n_ok = n_fail = n_unavail = 0
+        families: dict[str, int] = {}
+        unavailable_reason = None
+        for m, n, k, layer, _ep in shapes:
+            if time.time() > dtype_end - 3 or sec_left() < 5:
+                record(
+                    "r", f"realistic shapes {in_dtype}", "SKIP", why="budget", done=n_ok + n_fail + n_unavail
+                )
+                break
+            seed = (m * 7 + n * 13 + k) % (2**31)
+            try:
+                try:  # host-only: heuristic + profile lookup, before any operand is made
+                    desc = resolve_desc(m, n, k, in_dtype, "fp32", torch.device(DEVICE))
+                except MatmulUnavailable as exc:
+                    n_unavail += 1
+                    unavailable_reason = str(exc)[:300]
+                    continue
+                g = torch.Generator(device=DEVICE).manual_seed(seed)  # GPU draws: these operands are large
+                spread = 4 if in_dtype.startswith("fp8") else 8
+                a = torch.randn((m, k), device=DEVICE, generator=g)
+                a = a * torch.exp2(
+                    torch.randint(-spread, spread + 1, (m, k), device=DEVICE, generator=g).float()
+                )
+                b = torch.randn((k, n), device=DEVICE, generator=g)
+                b = b * torch.exp2(
+                    torch.randint(-spread, spread + 1, (k, n), device=DEVICE, generator=g).float()
+                )
+                a, b = a.to(torch_dtype(in_dtype)), b.to(torch_dtype(in_dtype))
+                ours = matmul(a, b, desc=desc)
+                ref = cublas_matmul(a, b, "fp32")
+                d = diff_info(ours, ref)
+                families[desc.family] = families.get(desc.family, 0) + 1
+                if d["ndiff"] == 0:
+                    n_ok += 1
+                else:
+                    n_fail += 1
+                    record("r", f"realistic {m}x{n}x{k} {in_dtype} {layer} desc={desc.short_hash} seed={seed}",
+                           "FAIL", family=desc.family, **d)  # fmt: skip
+            except Exception:
+                record("r", f"realistic {m}x{n}x{k} {in_dtype}", "ERROR", trace=traceback.format_exc())
+        record("r", f"realistic shapes ({source}) via profile, {in_dtype}->fp32", "INFO", match=n_ok,
+               mismatch=n_fail, unavailable=n_unavail, families=families, reason=unavailable_reason)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- (c)
