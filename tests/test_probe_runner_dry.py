@@ -1,0 +1,86 @@
+"""runners/device/reconstruct.py on CPU (--device cpu): the device paths with CPU torch tensors
+and the emulator as cuBLAS: priority shapes, probe calls built as device tensors (zeros +
+index_put), sampled device-drawn verification, the hashed sweep draws redrawn on the CPU, the
+mismatch dump and its classification."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from fixbits.desc import GEMMDesc
+from fixbits.probe.profile import ArchProfile, ProfileEntry
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _runner() -> Any:
+    spec = importlib.util.spec_from_file_location("recon_runner", ROOT / "runners" / "device" / "reconstruct.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_dry_run_builds_a_profile_and_sweeps_it(tmp_path: Path) -> None:
+    run = _runner()
+    out = tmp_path / "run"
+    assert run.main(["--out", str(out), "--device", "cpu", "--budget-s", "120", "--dtypes", "fp16",
+                     "--limit-shapes", "2", "--draws", "2", "--sweep-share", "0.3"]) == 0
+    summary = yaml.safe_load((out / "summary.yaml").read_text())
+    rec = summary["reconstruct"]["fp16->fp32"]
+    assert rec["priority_answers"] >= 1 and rec["priority_done"] >= 1, rec
+    prof = yaml.safe_load((out / "profiles" / "sm_90_cublaslt1_fp16_fp32.yaml").read_text())
+    assert prof["entries"], prof
+    assert list((out / "profiles" / "evidence").glob("fp16_*.json"))
+    rows = _rows(out / "sweep.csv")
+    assert rows and {r["set"] for r in rows} <= {"realistic", "fuzz"}
+    assert any(r["outcome"] == "match" for r in rows), rows
+    assert not any(r["outcome"] in ("wrong_entry", "check_error", "error") for r in rows), rows
+    samples = [json.loads(p.read_text()) for p in (out / "sweep_samples").glob("*.json")]
+    assert samples and all(len(r["draws"]) == 2 for s in samples for r in s if "draws" in r)
+
+
+def test_sweep_dumps_and_classifies_a_wrong_entry(tmp_path: Path) -> None:
+    """An entry with step 64 where the black box steps 32 (the H200 s2-1 defect) mismatches on
+    K with K mod 64 != K mod 32; the case is dumped with what it takes to study it on a CPU."""
+    run = _runner()
+    truth = run._DryLt().truth(121, "fp16", "fp32")
+    wrong = truth.replace(k_loop_step=64)
+    pdir = tmp_path / "profiles"
+    key = "a1-t1-s1-r0-w0-c0-g0"
+    ArchProfile("sm_90", "cublaslt", "1", "fp16", "fp32", {key: ProfileEntry(key, wrong, (8, 8, 321), 1)}).save(pdir)
+    out = tmp_path / "run"
+    assert run.main(["--out", str(out), "--device", "cpu", "--budget-s", "120", "--dtypes", "fp16",
+                     "--limit-shapes", "3", "--draws", "2", "--profiles", str(pdir)]) == 0
+    rows = _rows(out / "sweep.csv")
+    bad = [r for r in rows if r["outcome"] == "wrong_entry"]
+    assert bad, rows
+    for r in bad:
+        k = int(r["k"])
+        assert k % 64 != k % 32, r
+        dump = np.load(out / "mismatch_dump" / f"fp16_fp32_{r['m']}x{r['n']}x{r['k']}.npz")
+        meta = json.loads(str(dump["meta"]))
+        assert GEMMDesc.from_dict(meta["desc"]) == wrong
+        assert dump["a_rows"].shape[1] == k and dump["b_cols"].shape[0] == k
+        assert int(dump["bad"].sum()) == int(r["mismatches"]) > 0
+    # the CPU check of a device run's samples reproduces the same table
+    ck = tmp_path / "again"
+    ck.mkdir()
+    (ck / "sweep_samples").symlink_to(out / "sweep_samples")
+    assert run.main(["--check", str(ck), "--profiles", str(pdir), "--check-workers", "1"]) == 0
+    assert [r["outcome"] for r in _rows(ck / "sweep.csv")] == [r["outcome"] for r in rows]
