@@ -434,7 +434,8 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
                 max_queries: int = 30000, scan_budget_s: float | None = None, verify_shapes: int = 3,
                 log: Any = print, seed: int = 0, lt: Any = None, backend: Any = None,
                 profile_launch: bool = True, per_answer_s: float = 60.0, workers: int = 1,
-                priority_shapes: list[tuple[int, int, int]] | None = None) -> dict[str, Any]:
+                priority_shapes: list[tuple[int, int, int]] | None = None,
+                scan_shapes: list[tuple[int, int, int]] | None = None) -> dict[str, Any]:
     """The whole pipeline on the local GPU; returns a summary dict (also written as JSON).
     ``lt`` / ``backend`` replace cuBLASLt (tests pass a fake heuristic and the emulator).
 
@@ -458,7 +459,7 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
     else:
         entries, failed = {}, {}
     kmul = 16 if in_dtype.startswith("fp8") else 1
-    shapes = shape_space(max_queries, seed, k_multiple=kmul)
+    shapes = scan_shapes if scan_shapes is not None else shape_space(max_queries, seed, k_multiple=kmul)
     sc = scan(lt, in_dtype, out_dtype, shapes, budget_s=scan_budget_s if scan_budget_s else budget_s * 0.25)
     prio = _priority(lt, in_dtype, out_dtype, list(priority_shapes or []), sc)
     log(f"[{in_dtype}->{out_dtype}] scan: {sc.queries} queries, {len(sc.groups)} answers, {sc.errors} errors, "

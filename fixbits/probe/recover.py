@@ -437,7 +437,7 @@ def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, A
     alts = [d for d in dict.fromkeys(alts) if d != best]
     extra = hints.get("extra_shapes") or []
     if alts and extra:
-        best, alts, more = _pin(backend, best, alts, [tuple(x) for x in extra], hints, rng)
+        best, alts, more = _pin(backend, best, alts, [tuple(x) for x in extra], hints, rng, deadline=deadline)
         notes.extend(more)
     return result("recovered", best, surv, n_cands, checked, tuple(alts))
 
@@ -472,13 +472,15 @@ def _signature(d: GEMMDesc, k: int) -> Any:
     return repr((ad.kinds, ad.counts)).encode() + ad.index.tobytes()
 
 
-def _pin_order(alive: list[GEMMDesc], extra: list[tuple[int, int, int]], *, max_k: int = 40,
-               max_len: int = 24, k_cap: int = 65536) -> list[tuple[tuple[int, int, int], int]]:
+def _pin_order(alive: list[GEMMDesc], extra: list[tuple[int, int, int]], *, max_k: int = 16,
+               max_len: int = 12, k_cap: int = 65536, cache: dict[tuple[int, int], Any] | None = None
+               ) -> list[tuple[tuple[int, int, int], int]]:
     """Shapes of the answer where the readings differ most, with how many classes each makes.
 
     ``extra`` comes cheapest first; one shape per K, spread over K mod 128 (the residue turn,
     k_loop_step and split granules show at K that is not a multiple of them; two readings that
     differ only in step 32 vs 64 agree at every K with K mod 64 < 32), up to ``max_k`` K."""
+    cache = {} if cache is None else cache
     per_k: dict[int, tuple[int, int, int]] = {}
     buckets: set[int] = set()
     for sh in extra:
@@ -494,24 +496,36 @@ def _pin_order(alive: list[GEMMDesc], extra: list[tuple[int, int, int]], *, max_
     sample = alive[:max_len]
     scored = []
     for i, (k, sh) in enumerate(per_k.items()):
-        classes = len({_signature(d, k) for d in sample})
-        if classes > 1:
-            scored.append((-classes, i, sh))
+        sigs = set()
+        for d in sample:
+            ck = (id(d), k)
+            if ck not in cache:
+                cache[ck] = _signature(d, k)
+            sigs.add(cache[ck])
+        if len(sigs) > 1:
+            scored.append((-len(sigs), i, sh))
     scored.sort()
     return [(sh, -c) for c, _, sh in scored]
 
 
 def _pin(backend: Any, best: GEMMDesc, alts: list[GEMMDesc], extra: list[tuple[int, int, int]],
-         hints: dict[str, Any], rng: np.random.Generator, max_shapes: int = 3) -> tuple[GEMMDesc, list[GEMMDesc], list[str]]:
+         hints: dict[str, Any], rng: np.random.Generator, max_shapes: int = 3,
+         deadline: float | None = None) -> tuple[GEMMDesc, list[GEMMDesc], list[str]]:
     """Readings equal at the probed K (split rule and granule, residue turn and step, ...)
     differ elsewhere: walk the shapes of the same heuristic answer where they part most."""
+    import time
+
     notes = []
     alive = [best] + alts
     tried: set[int] = set()
+    cache: dict[tuple[int, int], Any] = {}
     for _ in range(max_shapes):
         if len(alive) <= 1:
             break
-        order = [(sh, c) for sh, c in _pin_order(alive, extra) if sh[2] not in tried]
+        if deadline is not None and time.time() > deadline:
+            notes.append(f"out of time before pinning {len(alive)} readings")
+            break
+        order = [(sh, c) for sh, c in _pin_order(alive, extra, cache=cache) if sh[2] not in tried]
         if not order:
             notes.append(f"{len(alive)} readings cut every K of this answer the same way")
             break

@@ -201,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
                     arch=args.arch, in_dtype=dt, out_dtype=od, out_dir=prof_dir, budget_s=b,
                     max_queries=args.max_queries if not dry else 40, scan_budget_s=min(30.0, 0.15 * b), log=log,
                     workers=workers, per_answer_s=min(60.0, 0.5 * b), priority_shapes=prio, lt=lt,
-                    backend=_dry_backend(lt, dt, od) if dry else None, profile_launch=not dry)
+                    backend=_dry_backend(lt, dt, od) if dry else None, profile_launch=not dry,
+                    scan_shapes=[(m, n, k) for m in (3, 16, 40) for n in (2, 24) for k in (96, 200, 333, 500, 613)]
+                    if dry else None)
             except Exception as exc:  # noqa: BLE001
                 summaries[f"{dt}->{od}"] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc(limit=5)}
                 log(f"[{dt}->{od}] reconstruct crashed: {exc}")
