@@ -178,3 +178,38 @@ def test_reconstruct_splits_an_answer_by_k_when_one_descriptor_misses(tmp_path: 
     assert lo is not None and 300 <= lo < hi <= 1300
     with pytest.raises(NotInProfile, match="changes its arithmetic with K"):
         prof.lookup("a1-t1-s1-r0-w0-c0-g0", k=lo + 1)
+
+
+class _TileLt:
+    version = 130100
+
+    def heuristic(self, m: int, n: int, k: int, i: str, o: str) -> _Answer:
+        return _Answer(1, tile=1 if m >= 32 else 2)
+
+
+class _TileCublas:
+    """Tile 2 of the same algo steps 128 with the short turn first (H200: tiles of one family differ in step)."""
+
+    name, in_dtype, out_dtype = "fake", "fp16", "fp32"
+
+    def gemm(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        from fixbits.emulate import emulate
+
+        return emulate(PLAIN if a.shape[0] >= 32 else STEP128, a, b)
+
+
+STEP128 = PLAIN.replace(k_loop_step=128, residue="first")
+
+
+def test_predicted_answer_takes_its_own_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shapes = [(m, 4, k) for m in (16, 48) for k in (200, 300, 333, 401)]
+    monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
+    lines: list[str] = []
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
+                      lt=_TileLt(), backend=_TileCublas(), profile_launch=False, log=lines.append)
+    assert not s["failed"] and len(s["probed"]) == 1 and len(s["predicted"]) == 1, (s, lines)
+    prof = load(tmp_path / "sm_90_cublaslt130100_fp16_fp32.yaml")
+    e = prof.entries[s["predicted"][0]]
+    assert "predicted from" in e.note and "(step" in e.note, e.note  # not the family's own step
+    for k in (200, 300, 333, 401, 1000):
+        assert equivalent_on(e.desc, STEP128 if "-t2-" in e.key else PLAIN, k), (k, e)
