@@ -59,6 +59,16 @@ def to_numpy(t: Any, name: str) -> np.ndarray:
 MAX_CALL_BYTES = int(float(os.environ.get("FIXBITS_MAX_CALL_GIB", "40")) * (1 << 30))
 
 
+# device bytes per operand element while drawing (fp32 normals, int64 exponents, their float and
+# exp2, the rounded copy); probe calls need 6 (fp32 staging + the rounded copy)
+DRAW_BYTES_PER_INPUT = 22
+CALL_BYTES_PER_INPUT = 6
+
+
+def call_bytes(m: int, n: int, k: int, per_input: int = DRAW_BYTES_PER_INPUT) -> int:
+    return per_input * (m * k + k * n) + 4 * m * n
+
+
 class TooLarge(RuntimeError):
     """A call would need more device memory than MAX_CALL_BYTES."""
 
@@ -154,8 +164,8 @@ class CublasBackend:
                                        self.out_dtype, workspace_bytes=self.workspace_bytes)
         return self.lt.matmul(ta, tb, self.out_dtype, algo=answer, workspace_bytes=self.workspace_bytes)
 
-    def _guard(self, m: int, n: int, k: int, per_input: int = 6) -> None:
-        need = per_input * (m * k + k * n) + 4 * m * n
+    def _guard(self, m: int, n: int, k: int, per_input: int = CALL_BYTES_PER_INPUT) -> None:
+        need = call_bytes(m, n, k, per_input)
         if need > self.max_bytes:
             raise TooLarge(f"{m}x{n}x{k} needs {need / 2**30:.0f} GiB of device memory "
                            f"(limit {self.max_bytes / 2**30:.0f} GiB)")
@@ -188,7 +198,7 @@ class CublasBackend:
         """One random draw run on the device: (A's sampled rows, B's sampled columns, C there)."""
         import torch
 
-        self._guard(m, n, k, per_input=10)
+        self._guard(m, n, k, per_input=DRAW_BYTES_PER_INPUT)
         gen = torch.Generator(device=self.device)
         gen.manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
         ta = device_draw((m, k), self.in_dtype, kind, gen, self.device)

@@ -180,10 +180,9 @@ def _elements(s: tuple[int, int, int]) -> int:
 def _usable(s: tuple[int, int, int], device: bool) -> bool:
     if not device:
         return _elements(s) <= MAX_ELEMENTS
-    from fixbits.cublas.backend import MAX_CALL_BYTES
+    from fixbits.cublas.backend import MAX_CALL_BYTES, call_bytes
 
-    m, n, k = s
-    return 10 * (m * k + k * n) + 4 * m * n <= MAX_CALL_BYTES
+    return call_bytes(*s) <= MAX_CALL_BYTES  # the verification draws need the most
 
 
 def _shape_of(x: str) -> tuple[int, int, int]:

@@ -467,7 +467,10 @@ def _signature(d: GEMMDesc, k: int) -> Any:
     """Equal for readings that owe each other the same bits at K (canonical trees; at deep K the
     cheaper address map, which may split readings that are in fact equal)."""
     if k <= 4096:
-        return canonical_tree(d, k)
+        try:
+            return canonical_tree(d, k)
+        except RecursionError:  # a long scalar chain: the address map below
+            pass
     ad = addresses(d, k)
     return repr((ad.kinds, ad.counts)).encode() + ad.index.tobytes()
 

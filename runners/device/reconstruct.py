@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             mm = _dry_matmul(lt, ins[0], od) if dry else None  # type: ignore[arg-type]
             counts["+".join(ins) + "->" + od] = collect(
                 lt_s, cs, ins, od, args.draws, deadline - 12, out, device=DEVICE, matmul=mm, log=log,
-                on_flush=checker.submit)
+                on_flush=checker.submit, max_bytes=30 << 30)
     except Exception as exc:  # noqa: BLE001
         counts["error"] = f"{type(exc).__name__}: {exc}"
         log(f"sweep collect crashed: {exc}\n{traceback.format_exc(limit=5)}")
