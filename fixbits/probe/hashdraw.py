@@ -31,9 +31,19 @@ def _mix(x: Any) -> Any:
     return x ^ (x >> 16)
 
 
+def _seed_hash(seed: int) -> int:
+    """_mix on a Python int (no numpy scalar overflow warnings)."""
+    x = (int(seed) * 0x9E3779B1 + 0x632BE5AB) & M32
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & M32
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & M32
+    return x ^ (x >> 16)
+
+
 def _values(idx: Any, seed: int, kind: str, fp8: bool, xp: str) -> Any:
     """float32 values for int64 element indices ``idx`` (row * ncols + col)."""
-    s = int(_mix(np.int64((int(seed) * 0x9E3779B1 + 0x632BE5AB) & M32)))
+    s = _seed_hash(seed)
     h1 = _mix((idx & M32) ^ _mix((idx >> 32) ^ s))
     h2 = _mix(h1 ^ 0x5BD1E995)
     u = (h1 & 0xFF) + ((h1 >> 8) & 0xFF) + ((h1 >> 16) & 0xFF) + ((h1 >> 24) & 0xFF) - 510
@@ -101,7 +111,7 @@ def triton_operand(shape: tuple[int, int], dtype: str, kind: str, seed: int, dev
     rows, cols = shape
     out = torch.empty((rows, cols), dtype=torch_dtype(dtype), device=device)
     total = rows * cols
-    s = int(_mix(np.int64((int(seed) * 0x9E3779B1 + 0x632BE5AB) & M32)))
+    s = _seed_hash(seed)
     block = 1024
     from fixbits.probe._hashdraw_triton import fill
 

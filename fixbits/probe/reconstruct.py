@@ -696,7 +696,11 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
             log(f"  reconstruct: {len(running)} answers still running at the deadline; left out")
     finally:
         if pool is not None:
+            procs = list(getattr(pool, "_processes", {}).values())
             pool.shutdown(wait=False, cancel_futures=True)
+            for proc in procs:  # answers still running past the deadline: their GPU goes to the next phase
+                if proc.is_alive():
+                    proc.terminate()
     summary["skipped_budget"] = [k for k in order if k not in entries and k not in failed]
     summary["priority_done"] = sum(1 for k in prio if k in entries)
     summary["priority_failed"] = sum(1 for k in prio if k in failed and k not in entries)

@@ -263,8 +263,13 @@ def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *,
         kind = ("ordinary", "wide")[i % 2]
         rows, cols = _sample(m, cells, rng), _sample(n, cells, rng)
         if sampled is not None:
-            a_r, b_c, got = sampled(m, n, k, kind, seed * 1000 + 2 * i, rows, cols)
-        else:
+            try:
+                a_r, b_c, got = sampled(m, n, k, kind, seed * 1000 + 2 * i, rows, cols)
+            except Exception as exc:  # a device-side failure: host draws, when the shape is small
+                if type(exc).__name__ == "TooLarge" or m * k + k * n > 150_000_000:
+                    raise
+                sampled = None
+        if sampled is None:
             a = _draw((m, k), in_dtype, kind, seed * 1000 + 2 * i)
             b = _draw((k, n), in_dtype, kind, seed * 1000 + 2 * i + 1)
             got = backend.gemm(a, b)[np.ix_(rows, cols)]

@@ -59,6 +59,7 @@ class Session:
     # all (r, +L, -L) -> class seen, for the structural filter
     seen: dict[tuple[int, int, int], int] = field(default_factory=dict)
     value_calls: list[Call] = field(default_factory=list)
+    sparse_error: str = ""
 
     def __post_init__(self) -> None:
         self.mag = magnitudes(self.in_dtype)
@@ -68,7 +69,16 @@ class Session:
         sparse = getattr(self.backend, "gemm_call", None)
         for c in calls:
             if sparse is not None:  # the backend builds the call where it runs, returns the read cells
-                c.vals = sparse(c)
+                try:
+                    c.vals = sparse(c)
+                except Exception as exc:  # a device-side failure: the host-built call, when it is small
+                    if type(exc).__name__ == "TooLarge" or c.m * c.k + c.k * c.n > 150_000_000:
+                        raise
+                    sparse = None
+                    self.sparse_error = f"{type(exc).__name__}: {exc}"
+                    c.out = self.backend.gemm(c.a, c.b)
+                    self.calls += 1
+                    continue
                 if len(c.vals) != len(c.reads):
                     raise RuntimeError(f"black box returned {len(c.vals)} cells for {len(c.reads)} reads")
             else:
