@@ -39,11 +39,15 @@ def _rows(path: Path) -> list[dict[str, str]]:
 def test_dry_run_builds_a_profile_and_sweeps_it(tmp_path: Path) -> None:
     run = _runner()
     out = tmp_path / "run"
-    assert run.main(["--out", str(out), "--device", "cpu", "--budget-s", "120", "--dtypes", "fp16",
-                     "--limit-shapes", "2", "--draws", "2", "--sweep-share", "0.3"]) == 0
+    assert run.main(["--out", str(out), "--device", "cpu", "--budget-s", "120", "--dtypes", "fp16,bf16,fp8_e4m3",
+                     "--out-dtypes", "fp32,fp16", "--limit-shapes", "2", "--draws", "2", "--sweep-share", "0.3"]) == 0
     summary = yaml.safe_load((out / "summary.yaml").read_text())
-    rec = summary["reconstruct"]["fp16->fp32"]
-    assert rec["priority_answers"] >= 1 and rec["priority_done"] >= 1, rec
+    assert set(summary["reconstruct"]) == {"fp16->fp32", "bf16->fp32", "fp8_e4m3->fp32", "fp16->fp16",
+                                           "fp8_e4m3->fp16"}, summary["reconstruct"].keys()
+    for pair, rec in summary["reconstruct"].items():
+        assert rec["priority_answers"] >= 1 and rec["priority_done"] >= 1, (pair, rec)
+    for pair in ("fp16->fp32", "bf16->fp32", "fp16->fp16"):
+        assert summary["sweep"][pair].get("match", 0) >= 1, summary["sweep"]
     prof = yaml.safe_load((out / "profiles" / "sm_90_cublaslt1_fp16_fp32.yaml").read_text())
     assert prof["entries"], prof
     assert list((out / "profiles" / "evidence").glob("fp16_*.json"))

@@ -59,50 +59,38 @@ def to_numpy(t: Any, name: str) -> np.ndarray:
 MAX_CALL_BYTES = int(float(os.environ.get("FIXBITS_MAX_CALL_GIB", "40")) * (1 << 30))
 
 
-# device bytes per operand element while drawing (fp32 normals, int64 exponents, their float and
-# exp2, the rounded copy); probe calls need 6 (fp32 staging + the rounded copy)
-DRAW_BYTES_PER_INPUT = 22
-CALL_BYTES_PER_INPUT = 6
+# device bytes per operand element: the operand itself (hashed draws and probe calls are built in
+# place) plus fp8's transposed copy of B; a fixed 2 GiB covers the draw's chunked temporaries
+DRAW_BYTES_PER_INPUT = 3
+CALL_BYTES_PER_INPUT = 3
 
 
 def call_bytes(m: int, n: int, k: int, per_input: int = DRAW_BYTES_PER_INPUT) -> int:
-    return per_input * (m * k + k * n) + 4 * m * n
+    return per_input * (m * k + k * n) + 4 * m * n + (2 << 30)
 
 
 class TooLarge(RuntimeError):
     """A call would need more device memory than MAX_CALL_BYTES."""
 
 
-def device_draw(shape: tuple[int, int], dtype: str, kind: str, gen: Any, device: str) -> Any:
-    """A random operand drawn where it is used: ordinary N(0,1) or wide (exponents spread ±12,
-    ±6 for fp8), rounded to ``dtype``. Drawing on the GPU keeps huge shapes cheap."""
-    import torch
-
-    from fixbits.cublas.torch_dtypes import torch_dtype
-
-    x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
-    if kind == "wide":
-        lo, hi = (-6, 6) if dtype.startswith("fp8") else (-12, 12)
-        x.mul_(torch.exp2(torch.randint(lo, hi + 1, shape, generator=gen, device=device).float()))
-    if dtype.startswith("fp8"):
-        x.clamp_(-448, 448)
-    return x.to(torch_dtype(dtype))
-
-
 def sparse_operand(shape: tuple[int, int], nz: tuple[np.ndarray, np.ndarray, np.ndarray], dtype: str,
                    device: str) -> Any:
-    """A mostly-zero operand built in device memory from (row, col, value) triples."""
+    """A mostly-zero operand built in device memory from (row, col, value) triples, written as
+    bits into an integer view (2 bytes an element for fp16/bf16, 1 for fp8; index_put_ needs no
+    float8 kernel). The triples name each element once (the packer sums placements first)."""
     import torch
 
     from fixbits.cublas.torch_dtypes import torch_dtype
 
     i, j, v = nz
-    x = torch.zeros(shape, dtype=torch.float32, device=device)
+    np_int, torch_int = _UINT[np.dtype(_np_dtype(dtype)).itemsize]
+    x = torch.zeros(shape, dtype=getattr(torch, torch_int), device=device)
     if len(v):
+        vb = np.ascontiguousarray(np.asarray(v, dtype=np.float32).astype(_np_dtype(dtype))).view(np_int)
         idx = (torch.from_numpy(np.asarray(i, dtype=np.int64)).to(device),
                torch.from_numpy(np.asarray(j, dtype=np.int64)).to(device))
-        x.index_put_(idx, torch.from_numpy(np.asarray(v, dtype=np.float32)).to(device), accumulate=True)
-    return x.to(torch_dtype(dtype))
+        x.index_put_(idx, torch.from_numpy(vb).to(device))
+    return x.view(torch_dtype(dtype))
 
 
 def cells_for(k: int, cells: int, work: float = 4e6) -> int:
@@ -188,21 +176,23 @@ class CublasBackend:
 
     def _release(self, m: int, n: int, k: int) -> None:
         """Give a big call's memory back (several probing processes share one GPU)."""
-        if self.device.startswith("cuda") and 6 * (m * k + k * n) + 4 * m * n > (2 << 30):
+        if self.device.startswith("cuda") and call_bytes(m, n, k) > (4 << 30):
             import torch
 
             torch.cuda.empty_cache()
 
     def draw_sampled(self, m: int, n: int, k: int, kind: str, seed: int, rows: list[int],
                      cols: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One random draw run on the device: (A's sampled rows, B's sampled columns, C there)."""
+        """One random draw run on the device: (A's sampled rows, B's sampled columns, C there).
+        Operands are the sweep's counter-hash draws (fixbits.probe.hashdraw), built in place."""
         import torch
 
+        from fixbits.probe.hashdraw import operand
+
         self._guard(m, n, k, per_input=DRAW_BYTES_PER_INPUT)
-        gen = torch.Generator(device=self.device)
-        gen.manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
-        ta = device_draw((m, k), self.in_dtype, kind, gen, self.device)
-        tb = device_draw((k, n), self.in_dtype, kind, gen, self.device)
+        s = int(seed) & 0x7FFF_FFFF
+        ta = operand((m, k), self.in_dtype, kind, 2 * s, self.device)
+        tb = operand((k, n), self.in_dtype, kind, 2 * s + 1, self.device)
         c = self._mm(ta, tb)
         ri = torch.tensor(rows, dtype=torch.int64, device=c.device)
         ci = torch.tensor(cols, dtype=torch.int64, device=c.device)

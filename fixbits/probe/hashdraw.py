@@ -74,7 +74,7 @@ def torch_operand(shape: tuple[int, int], dtype: str, kind: str, seed: int, devi
 
     rows, cols = shape
     out = torch.empty(rows * cols, dtype=torch_dtype(dtype), device=device)
-    step = 1 << 25  # ~40 bytes of temporaries per element: chunks keep huge operands in budget
+    step = 1 << 24  # ~80 bytes of temporaries per element: chunks keep huge operands in budget
     for s0 in range(0, rows * cols, step):
         s1 = min(rows * cols, s0 + step)
         idx = torch.arange(s0, s1, dtype=torch.int64, device=device)

@@ -119,17 +119,19 @@ class _DryLt:
     def truth(self, k: int, i: str, o: str) -> Any:
         from fixbits.desc import GEMMDesc, KCut
 
-        d = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype=i, out_dtype=o,
-                     k_loop_step=32, residue="first")
+        d = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=32 if i.startswith("fp8") else 16, in_dtype=i,
+                     out_dtype=o, k_loop_step=32 if not i.startswith("fp8") else 64, residue="first")
         return d.replace(k_cuts=(KCut("contiguous", count=2, granule=64),)) if k >= 400 else d
 
 
 def _dry_matmul(lt: _DryLt, in_dtype: str, out_dtype: str) -> Any:
     def mm(a: Any, b: Any) -> Any:
         from fixbits.cublas.backend import to_numpy, to_torch
+        from fixbits.cublas.torch_dtypes import fixbits_name
         from fixbits.emulate import emulate
 
-        c = emulate(lt.truth(int(a.shape[1]), in_dtype, out_dtype), to_numpy(a, in_dtype), to_numpy(b, in_dtype))
+        dt = fixbits_name(a.dtype)  # one collect call sweeps several input dtypes
+        c = emulate(lt.truth(int(a.shape[1]), dt, out_dtype), to_numpy(a, dt), to_numpy(b, dt))
         return to_torch(c, out_dtype, "cpu")
 
     return mm
