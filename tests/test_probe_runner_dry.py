@@ -55,8 +55,10 @@ def test_dry_run_builds_a_profile_and_sweeps_it(tmp_path: Path) -> None:
     assert rows and {r["set"] for r in rows} <= {"realistic", "fuzz"}
     assert any(r["outcome"] == "match" for r in rows), rows
     assert not any(r["outcome"] in ("wrong_entry", "check_error", "error") for r in rows), rows
-    samples = [json.loads(p.read_text()) for p in (out / "sweep_samples").glob("*.json")]
-    assert samples and all(len(r["draws"]) == 2 for s in samples for r in s if "draws" in r)
+    from fixbits.probe.sweep import load_samples
+
+    samples = load_samples(out)
+    assert samples and all(len(r["draws"]) == 2 for r in samples if "draws" in r)
 
 
 def test_sweep_dumps_and_classifies_a_wrong_entry(tmp_path: Path) -> None:

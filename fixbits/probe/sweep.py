@@ -13,6 +13,7 @@ case leaves its sampled inputs and outputs in DIR/mismatch_dump/ for study on a 
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import time
 from dataclasses import dataclass
@@ -88,7 +89,8 @@ def collect(lt: Any, todo: list[Case], dtypes: list[str], out_dtype: str, draws:
     def flush() -> None:
         nonlocal chunk
         if buf:
-            (d_out / f"{'-'.join(dtypes)}_{out_dtype}_{chunk:04d}.json").write_text(json.dumps(buf, separators=(",", ":")))
+            name = d_out / f"{'-'.join(dtypes)}_{out_dtype}_{chunk:04d}.json.gz"
+            name.write_bytes(gzip.compress(json.dumps(buf, separators=(",", ":")).encode(), 6))
             chunk += 1
             if on_flush is not None:
                 on_flush(list(buf))
@@ -162,8 +164,9 @@ def _tail_loss(ans: Any, k: int) -> int:
 
 def load_samples(out_dir: Path) -> list[dict[str, Any]]:
     recs: list[dict[str, Any]] = []
-    for p in sorted((out_dir / "sweep_samples").glob("*.json")):
-        recs += json.loads(p.read_text())
+    for p in sorted((out_dir / "sweep_samples").glob("*.json*")):
+        raw = p.read_bytes()
+        recs += json.loads(gzip.decompress(raw) if p.suffix == ".gz" else raw)
     return recs
 
 
@@ -231,7 +234,11 @@ def check_one(rec: dict[str, Any], desc_dict: dict[str, Any] | None, dump_dir: s
             out["outcome"] = "wrong_entry"
         if dump_dir:
             p = Path(dump_dir) / f"{dt}_{rec['out_dtype']}_{m}x{n}x{k}.npz"
-            np.savez_compressed(p, a_rows=a.astype(np.float32), b_cols=b.astype(np.float32), got=got_all, emu=em,
+            # the operands are redrawn from the seeds in meta (fixbits.probe.hashdraw.numpy_rows /
+            # numpy_cols); they are stored as well while small
+            small = a.size + b.size <= 4_000_000
+            arrays = {"a_rows": a.astype(np.float32), "b_cols": b.astype(np.float32)} if small else {}
+            np.savez_compressed(p, **arrays, got=got_all, emu=em,
                                 sizes=np.array(sizes), bad=np.array(bad),
                                 meta=np.array(json.dumps({**{x: rec[x] for x in ("dtype", "out_dtype", "set", "m", "n",
                                                                                   "k", "key")},
