@@ -161,6 +161,23 @@ def chain_fast_tma(
 
 
 @triton.jit
+def zero_started_dot(a, b, G: tl.constexpr, HWK: tl.constexpr):
+    """A dot from +0 that Triton may not fold into the accumulator it is added to.
+
+    Triton's combine pass rewrites ``acc + dot(a, b, 0)`` into ``dot(a, b, acc)`` (the fast
+    chain, one rounding per instruction into acc) whenever the dot's max_num_imprecise_acc is
+    0, which is the default for 16-bit inputs. A nonzero value only steers fp8 lowering on
+    sm_90 (partial accumulators), so for 16-bit inputs it keeps the add and changes nothing
+    else; fp8 keeps Triton's sm_90 default (2**30), which already blocks the rewrite.
+    """
+    if HWK == 16:
+        d = tl.dot(a, b, max_num_imprecise_acc=G)
+    else:
+        d = tl.dot(a, b)
+    return d
+
+
+@triton.jit
 def chain_promoted(
     acc,
     a_rows,
@@ -205,7 +222,7 @@ def chain_promoted(
             base = lo2 + i * turn
             for g in tl.static_range(GROUPS):
                 a, b = load_turn(a_rows, b_cols, base + g * G, sak, sbk, G, IK, HWK)
-                acc = acc + tl.dot(a, b)
+                acc = acc + zero_started_dot(a, b, G, HWK)
         acc, tmp, cnt = instrs_promoted(
             acc, tmp, cnt, a_rows, b_cols, lo2 + nb * turn, hi, sak, sbk, IK, HWK, PROMO
         )

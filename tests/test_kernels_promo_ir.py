@@ -1,0 +1,79 @@
+"""Per-MMA kernels keep their zero-started temporaries after Triton's own IR passes.
+
+The H200 found ``per_mma fp16 P1`` agreeing with itself across configs but not with the
+emulator: Triton's combine pass had rewritten the promotion-group body ``acc + dot(a, b, 0)``
+into ``dot(a, b, acc)``, the fast chain. The interpreter never runs that pass, so the
+interpreter tests could not see it; this test compiles the real kernels for sm_90 and reads
+their TTIR: every dot of a per-MMA chain must start from a zero constant or from the
+zero-reset temporary, never from the accumulator.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from _kernels_aot import Sm90Launches  # noqa: E402
+
+from fixbits.desc import GEMMDesc  # noqa: E402
+from fixbits.kernels._host import KernelConfig, torch_dtype  # noqa: E402
+from fixbits.kernels.per_mma import per_mma_matmul  # noqa: E402
+
+TC = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp32",
+              use_fast_accum=False, promotion_interval=1)  # fmt: skip
+CASES = {
+    "fp16 P1": TC.replace(promotion_interval=1),
+    "fp16 P4 res-first": TC.replace(promotion_interval=4, residue="first"),
+    "bf16 P2": TC.replace(in_dtype="bf16", promotion_interval=2),
+    "fp8 P4": TC.replace(
+        in_dtype="fp8_e4m3", instruction_k=32, k_loop_step=128, promotion_interval=4, out_dtype="fp16"
+    ),  # fmt: skip
+}
+CONFIGS = {
+    "16x16x16": KernelConfig(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=1, num_warps=1, num_stages=1),
+    "128x64x256 G2": KernelConfig(
+        BLOCK_M=128, BLOCK_N=64, BLOCK_K=256, GROUP_M=8, num_warps=4, num_stages=2, GROUPS=2
+    ),  # fmt: skip
+    "128x64x64 swap": KernelConfig(
+        BLOCK_M=128, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, num_warps=4, num_stages=4, SWAP_AB=1
+    ),  # fmt: skip
+}
+_DOT = re.compile(r"= tt\.dot (%[\w#]+), (%[\w#]+), (%[\w#]+)")
+_ZERO = re.compile(r"(%[\w#]+) = arith\.constant dense<0\.0+e\+00> : tensor<\d+x\d+xf32>")
+
+
+def dot_accumulators(ttir: str) -> list[str]:
+    return [m.group(3) for m in _DOT.finditer(ttir)]
+
+
+def bad_dots(ttir: str) -> list[str]:
+    """Accumulator operands of dots that are neither a zero constant nor the temporary."""
+    zeros = set(_ZERO.findall(ttir))
+    return [c for c in dot_accumulators(ttir) if c not in zeros and not re.match(r"%tmp(_\d+)?$", c)]
+
+
+@pytest.mark.parametrize("cfg_name", list(CONFIGS))
+@pytest.mark.parametrize("case", list(CASES))
+def test_per_mma_dots_start_from_zero(case: str, cfg_name: str) -> None:
+    desc = CASES[case]
+    dt = torch_dtype(desc.in_dtype)
+    a, b = torch.zeros((24, 1000), dtype=dt), torch.zeros((1000, 40), dtype=dt)
+    with Sm90Launches() as launches:
+        per_mma_matmul(a, b, desc, config=CONFIGS[cfg_name])
+    ttir = launches.kernels[-1].asm["ttir"]
+    assert dot_accumulators(ttir), "no tt.dot found in the TTIR"
+    assert bad_dots(ttir) == [], f"{case} {cfg_name}: dots accumulate into {bad_dots(ttir)}"
+
+
+def test_checker_flags_the_folded_form() -> None:
+    """The TTIR the H200 run compiled (the fold) is what the check rejects."""
+    folded = (
+        "%cst = arith.constant dense<0.000000e+00> : tensor<64x64xf32>\n"
+        "%tmp_59 = tt.dot %a_50, %b_58, %tmp, inputPrecision = tf32\n"
+        "%acc_53 = tt.dot %a_46, %b_52, %acc_39, inputPrecision = tf32\n"
+    )
+    assert bad_dots(folded) == ["%acc_39"]
