@@ -415,8 +415,11 @@ def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
         good, tried, bad = 0, 0, [f"verify crashed: {exc}"]
     out.update(status="recovered", desc=res.desc.to_dict(), good=good, tried=tried, bad=bad,
                seconds=round(time.time() - t1, 1))
-    if not bad or "crashed" in bad[0] or time.time() > deadline:
+    if not bad:
         return out
+    if "crashed" in bad[0] or time.time() > deadline:  # a descriptor known to miss is never kept
+        return {**out, "status": "unexplained", "why": f"descriptor probed at {rep} misses {', '.join(bad)} "
+                "(no time to probe there)"}
     # the descriptor misses a shape of its own answer: probe there
     at2 = _shape_of(bad[0])
     try:
