@@ -449,6 +449,9 @@ def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
         v = next((x for x in variants if x["k_min"] <= sh[2] and (x["k_max"] is None or sh[2] <= x["k_max"])), None)
         if v is not None and verify_entry(backend, GEMMDesc.from_dict(v["desc"]), [sh], seed=task["seed"] + 7)[0]:
             vgood += 1
+    if vgood < len(shapes):
+        return {**out, "status": "unexplained", "why": f"split by K at ({lo}, {hi}) still misses "
+                f"{len(shapes) - vgood} of {len(shapes)} verification shapes"}
     out.update(variants=variants, good=vgood, tried=len(shapes), bad=[], calls=out["calls"] + res2.calls,
                note=f"split by K: {d1s.short_hash} up to K={lo}, {d2s.short_hash} from K={hi} "
                     f"(verified {vgood}/{len(shapes)})")
