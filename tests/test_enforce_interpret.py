@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from fixbits.enforce import model
 
 _tree_sum = None
+_gemm = None  # fixbits.corpus.gemm_colsum, a global the interpreted kernel can see
 # The interpreter must be on before triton.language is imported (its own helpers are decorated
 # then), so these tests run in a subprocess started by test_enforce_interpreter_run.py.
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
@@ -159,7 +160,7 @@ def test_axis_none_keep_dims_shape_matches_tl_sum(interp) -> None:
     assert y.item() == float(x.sum())
 
 
-@pytest.mark.parametrize("name", ["row_sum", "col_sum", "mid_axis_sum", "layernorm_bwd"])
+@pytest.mark.parametrize("name", ["row_sum", "row_sum_unaligned", "col_sum", "mid_axis_sum", "layernorm_bwd"])
 def test_pinned_variants_return_the_pinned_bytes(interp, name: str) -> None:
     """Kernels written for the tree (low index bits in registers) give the rewrite's bytes."""
     from fixbits.corpus.check import check_pair
@@ -171,3 +172,44 @@ def test_pinned_variants_return_the_pinned_bytes(interp, name: str) -> None:
     assert any(":" in x.config for x in r.runs), f"{name}: no variant ran"
     assert not r.errors, f"{name} seed=9: {r.errors}"
     assert r.pinned_invariant and r.model_equal, f"{name} seed=9: classes {r.classes('pinned')}"
+
+
+@pytest.mark.parametrize(("block_m", "warps", "variant"), [(128, 4, "rows_in_regs"), (128, 4, "warp_partials"),
+                                                           (128, 8, "warp_partials"), (64, 4, "rows_in_regs"),
+                                                           (64, 8, "warp_partials")])
+def test_gemm_colsum_epilogue_variants_fold_the_model_tree(interp, block_m: int, warps: int, variant: str) -> None:
+    """gemm_colsum's variants permute tile rows (register row bits = low logical bits) and may store
+    one partial per warp; stage 2 over the partials must still be the model's tree over all rows.
+    (The GEMM's K loop does not run in the 3.6 interpreter, so the epilogue runs here on a given C.)"""
+    import torch
+    import triton
+    import triton.language as tl
+
+    from fixbits.corpus import gemm_colsum as g
+    from fixbits.corpus.common import kernel_for, next_pow2
+
+    global _gemm
+    _gemm = g
+
+    @triton.jit
+    def epilogue(C, PART, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LO0: tl.constexpr,
+                 LO1: tl.constexpr, PARTS_LOG: tl.constexpr):
+        rm = tl.program_id(0) * BLOCK_M + _gemm.tile_rows(BLOCK_M, LO0, LO1)
+        rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        cmask = (rm[:, None] < M) & (rn[None, :] < N)
+        c = tl.load(C + rm[:, None] * N + rn[None, :], mask=cmask, other=0.0)
+        _gemm.store_tile_partials(tl.where(cmask, c, 0.0), PART, tl.program_id(0), rn, N, LO0, LO1, PARTS_LOG)
+
+    rng = np.random.default_rng(11)
+    M, N, bn = 2 * block_m + 40, 24, 16  # a partial last tile: padded like the rewrite
+    c = (rng.standard_normal((M, N)) * np.exp2(rng.integers(-20, 20, (M, N)))).astype(np.float32)
+    lo0, lo1, wb = g.acc_row_bits(block_m, warps)
+    pl = wb if variant == "warp_partials" else 0
+    mt = triton.cdiv(M, block_m) << pl
+    part = torch.empty((mt, N), dtype=torch.float32)
+    epilogue[(triton.cdiv(M, block_m), triton.cdiv(N, bn))](torch.from_numpy(c), part, M, N, BLOCK_M=block_m,
+                                                            BLOCK_N=bn, LO0=lo0, LO1=lo1, PARTS_LOG=pl)
+    out = torch.empty(N, dtype=torch.float32)
+    kernel_for(g.col_partials_sum_kernel, True)[(1,)](part, out, mt, N, BLOCK_P=next_pow2(mt), BLOCK_N=32)
+    want = model.tree_sum(c, axis=0)
+    assert np.array_equal(out.numpy().view(np.uint32), want.view(np.uint32)), f"{variant} BM={block_m} w={warps}"

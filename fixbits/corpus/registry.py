@@ -162,3 +162,11 @@ def budget(kernel: str, dtype: str, path: Path = BUDGETS_YAML) -> float:
     if not isinstance(v, (int, float)) or not 0 < v <= 2:
         raise _err(path, f"kernels.{kernel}", f"budget must be a number in (0, 2], got {v!r}")
     return float(v)
+
+
+def selected(only: list[str] | None, name: str, dtype: str) -> bool:
+    """``--only`` filter of the device runners: items ``kernel`` or ``kernel:dtype``, space- or comma-separated."""
+    if not only:
+        return True
+    items = [i.strip() for arg in only for i in arg.split(",") if i.strip()]
+    return any(i == name or i == f"{name}:{dtype}" for i in items)

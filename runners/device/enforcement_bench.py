@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--budget-s", type=float, default=150.0)
-    ap.add_argument("--only", nargs="*", default=None, help="kernel names")
+    ap.add_argument("--only", nargs="*", default=None, help="kernel or kernel:dtype items (space/comma-separated)")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 4), help="precompile processes (0: none)")
     ap.add_argument("--precompile-share", type=float, default=0.4, help="most of the budget the precompile may use")
@@ -116,11 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
 
     from benchmarks.enforcement.report import plot
-    from fixbits.corpus.registry import budget, entry, pairs
+    from fixbits.corpus.registry import budget, entry, pairs, selected
     from fixbits.corpus.timing import measure_pair
 
     hist = history(args.history if args.history is not None else list(REPO.glob(HISTORY_GLOB)))
-    names = [(e.name, d) for e, d in pairs() if not args.only or e.name in args.only]
+    names = [(e.name, d) for e, d in pairs() if selected(args.only, e.name, d)]
     todo = priority(names, hist)
     print(f"{len(todo)} pairs, {sum(1 for p in todo if p not in hist)} never timed; budget {args.budget_s:.0f}s",
           flush=True)

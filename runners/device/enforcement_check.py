@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true",
                     help="pairs already in matrices/golden/enforcement_*.yaml and without variants get a cheap "
                          "two-config drift check against the record instead of the full space")
-    ap.add_argument("--only", nargs="*", default=None, help="kernel names to run")
+    ap.add_argument("--only", nargs="*", default=None, help="kernel or kernel:dtype items (space/comma-separated)")
     ap.add_argument("--kinds", nargs="*", default=["wide", "ordinary"])
     ap.add_argument("--speed", action="store_true", help="also time pinned vs free (enforcement_bench does it better)")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
 
     from fixbits.corpus import golden as gold
-    from fixbits.corpus.registry import budget, pairs
+    from fixbits.corpus.registry import budget, pairs, selected
 
     env = env_info()
     (args.out / "env.yaml").write_text(yaml.safe_dump(env))
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         n = len(e.configs()) * 2 + sum(len(e.variant_configs(v)) for v, _ in e.variants)
         return (not e.variants, -n * len(e.load().KERNELS))
 
-    chosen = sorted(((e, d) for e, d in pairs() if not args.only or e.name in args.only), key=cost)
+    chosen = sorted(((e, d) for e, d in pairs() if selected(args.only, e.name, d)), key=cost)
     recorded: dict[tuple[str, str, str, int], dict[str, str]] = {}
     if args.device == "cuda":
         for rec in gold.all_records():
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         _log("(b) speed: pinned vs free, both autotuned over the same space (pinned variants included)")
         order = sorted(pairs(), key=lambda ed: (not ed[0].variants, not ed[0].name.startswith("inductor_gen")))
         for e, d in order:
-            if args.only and e.name not in args.only:
+            if not selected(args.only, e.name, d):
                 continue
             if time.time() - t_start > 0.97 * args.budget_s:
                 _log(f"(b) budget reached before {e.name}/{d}")
