@@ -157,46 +157,94 @@ def matmul(
     ``desc`` skips the profile route (tests, and GPUs without a profile); its epilogue is
     replaced by ``epilogue`` when one is given. ``config`` pins the speed knobs.
     """
-    from fixbits.kernels._host import dtype_name
-    from fixbits.kernels.tuning import best_config
-
     if fallback not in FALLBACKS:
         raise ValueError(f"fallback={fallback!r}; supported: {', '.join(FALLBACKS)}")
-    ops = parse_epilogue(epilogue)
+    # steady state: one dict lookup on cheap values, then the cached launch. desc, a non-string
+    # epilogue and config are keyed by identity (their dataclass hashes walk every field) and
+    # checked with `is`, so a recycled id never matches a stale entry
+    ek = epilogue if epilogue is None or type(epilogue) is str else id(epilogue)
+    key = (id(desc), ek, id(config), out_dtype, a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype,
+           a.get_device(), b.get_device(), _TUNING.generation)  # fmt: skip
+    hit = _LAUNCHES.get(key)
+    if hit is not None and hit[0] is desc and hit[2] is config and (hit[1] is epilogue or ek is epilogue):
+        return hit[3](a, b, bias, residual, gate)
+    launch = _launcher(a, b, epilogue, out_dtype, desc, config)
+    if launch is None:  # the profile does not cover the shape
+        return _fallback(a, b, epilogue, bias, residual, gate, out_dtype, desc, fallback)
+    if len(_LAUNCHES) >= _MAX_LAUNCHES:
+        _LAUNCHES.clear()
+    _LAUNCHES[key] = (desc, epilogue, config, launch)
+    return launch(a, b, bias, residual, gate)
+
+
+_MAX_LAUNCHES = 4096
+# matmul's key -> (desc, epilogue, config, launch(a, b, bias, residual, gate))
+_LAUNCHES: dict[tuple[Any, ...], tuple[Any, Any, Any, Any]] = {}
+
+
+def _tuning_state() -> Any:
+    from fixbits.kernels.tuning import STATE
+
+    return STATE
+
+
+_TUNING = _tuning_state()
+
+
+def _out_dtype(a: Any, desc: GEMMDesc | None, out_dtype: str | None) -> tuple[str, str]:
+    from fixbits.kernels._host import dtype_name
+
     in_dtype = dtype_name(a.dtype)
     if out_dtype is None:
         out_dtype = (
             desc.out_dtype if desc is not None else ("fp16" if in_dtype.startswith("fp8") else in_dtype)
         )
+    return in_dtype, out_dtype
+
+
+def _launcher(
+    a: Any, b: Any, epilogue: Any, out_dtype: str | None, desc: GEMMDesc | None, config: Any
+) -> Any:
+    """The launch closure of one call's static arguments (None: no descriptor for the shape)."""
+    from fixbits.kernels.tuning import best_config
+
+    ops = parse_epilogue(epilogue)
+    in_dtype, out_dtype = _out_dtype(a, desc, out_dtype)
+    if a.dim() != 2 or b.dim() != 2:
+        raise ValueError(f"a and b must be 2-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     m, k = a.shape
     n = b.shape[1]
-    # desc by identity (its dataclass hash walks every field on each call); the entry keeps
-    # desc alive and is checked with `is`, so a recycled id can never match a stale entry
-    key = (m, n, k, in_dtype, out_dtype, a.device, id(desc), ops)
-    entry = _ROUTES.get(key)
-    if entry is None or entry[0] is not desc:
-        route = _route(m, n, k, in_dtype, out_dtype, a.device, desc, ops)
-        if route[0] is not None:  # a fallback is not cached: a later profile may cover it
-            _ROUTES[key] = (desc, route)
-    else:
-        route = entry[1]
-    desc, fn, tuned = route
-    if desc is None:
-        if fallback == "error":
-            raise tuned
-        base = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16",
-                        out_dtype=out_dtype, epilogue=ops)  # fmt: skip
-        return eager_epilogue(cublas_matmul(a, b, out_dtype), base, bias, residual, gate)
+    route = _route(m, n, k, in_dtype, out_dtype, a.device, desc, ops)
+    rdesc, fn, tuned = route
+    if rdesc is None:
+        return None
     if tuned is not None and config is None:
-        config = best_config(tuned, m, n)
+        config = best_config(tuned, m, n, k)
     if tuned is None:
-        return fn(a, b, desc, bias=bias, residual=residual, gate=gate)
-    return fn(a, b, desc, bias=bias, residual=residual, gate=gate, config=config)
+        return lambda a, b, bias, residual, gate: fn(a, b, rdesc, bias=bias, residual=residual, gate=gate)
+    if rdesc.family in ("single_pass", "per_mma") and not rdesc.k_cuts:
+        from fixbits.kernels._host import check_operands
+        from fixbits.kernels.single_pass import tile_launcher
+
+        check_operands(rdesc, a, b)
+        return tile_launcher(rdesc, m, n, k, tuple(a.stride()), tuple(b.stride()), a.get_device(), config)
+    return lambda a, b, bias, residual, gate: fn(
+        a, b, rdesc, bias=bias, residual=residual, gate=gate, config=config
+    )
 
 
-# (m, n, k, dtypes, device, desc, ops) -> (desc, kernel function, tuning key or None): the
-# heuristic query, profile lookup and kernel choice run once per shape, not per call
-_ROUTES: dict[tuple[Any, ...], tuple[Any, tuple[Any, Any, Any]]] = {}
+def _fallback(a: Any, b: Any, epilogue: Any, bias: Any, residual: Any, gate: Any, out_dtype: str | None,
+              desc: GEMMDesc | None, fallback: str) -> Any:  # fmt: skip
+    ops = parse_epilogue(epilogue)
+    in_dtype, out_dtype = _out_dtype(a, desc, out_dtype)
+    m, k = a.shape
+    n = b.shape[1]
+    _, _, exc = _route(m, n, k, in_dtype, out_dtype, a.device, desc, ops)
+    if fallback == "error":
+        raise exc
+    base = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16",
+                    out_dtype=out_dtype, epilogue=ops)  # fmt: skip
+    return eager_epilogue(cublas_matmul(a, b, out_dtype), base, bias, residual, gate)
 
 
 def _route(

@@ -253,3 +253,126 @@ def single_pass_matmul(a: torch.Tensor, b: torch.Tensor, desc: GEMMDesc, **kw: A
     """C = epilogue(A @ B) with the single-pass fast-accumulation arithmetic of ``desc``."""
     check_family(desc, (FAMILY,))
     return tile_matmul(a, b, desc, **kw)
+
+
+def tile_launcher(
+    desc: GEMMDesc,
+    m: int,
+    n: int,
+    k: int,
+    a_strides: tuple[int, int],
+    b_strides: tuple[int, int],
+    device_index: int,
+    cfg: KernelConfig,
+    *,
+    gelu_tanh_fma: bool = True,
+) -> Any:
+    """``launch(a, b, bias, residual, gate) -> out`` for repeated calls of one descriptor,
+    shape, operand strides and config: everything that does not depend on the tensors'
+    storage (checks, epilogue plan, swap, grid, constexprs, strides) is settled here once, so a
+    call is one torch.empty, the epilogue tensors' shape checks and one launch. fixbits.matmul
+    keys these on exactly the arguments above; launch_tile_kernel stays the reference path."""
+    import torch
+
+    from fixbits.kernels._host import EP_BIAS, EP_RESIDUAL, _plan
+    from fixbits.kernels.epilogue import EpilogueError
+
+    cfg = fit_config(desc, cfg)
+    check_config(desc, cfg)
+    plan = _plan(desc.epilogue)
+    odt = torch_dtype(desc.out_dtype)
+    swap = bool(cfg.SWAP_AB) and not (plan.needs_bias and plan.needs_residual)
+    codes = plan.codes
+    if swap:
+        codes = tuple(EP_RESIDUAL if c == EP_BIAS else c for c in codes)  # bias rides the residual slot
+        km, kn = n, m
+        (sam, sak), (sbk, sbn) = (b_strides[1], b_strides[0]), (a_strides[1], a_strides[0])
+        som, son = 1, n
+    else:
+        km, kn = m, n
+        (sam, sak), (sbk, sbn) = a_strides, b_strides
+        som, son = n, 1
+    cfg = dataclasses.replace(cfg, SWAP_AB=0)
+    promo = promo_of(desc)
+    maybe_tma = bool(cfg.USE_TMA) and not promo and desc.instruction_k == hw_k(desc)
+    tiles = triton.cdiv(km, cfg.BLOCK_M) * triton.cdiv(kn, cfg.BLOCK_N)
+    common = dict(
+        STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), RES_FIRST=desc.residue == "first",
+        EP0=codes[0], EP1=codes[1], EP2=codes[2], EP3=codes[3], OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
+        BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
+        NUM_STAGES=cfg.num_stages, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
+    )  # fmt: skip
+    plain_kw = dict(common, PROMO=promo, GROUPS=groups_for(desc, cfg), USE_TMA=False, B_TRANS=False)
+    plain = _single_pass_kernel[(tiles,)]
+    persistent: list[Any] = []  # (kernel[grid], programs), settled at the first TMA launch
+    scales = plan.scales
+    need_bias, need_res, need_gate = plan.needs_bias, plan.needs_residual, plan.needs_gate
+    mn = (m, n)
+    bias_shape = (n,)
+    empty = torch.empty
+    # bias as a residual of C^T: bias[None, :].expand(m, n).t() has strides (1, 0)
+    brs = (1, 0)
+    if not (m and n):
+        return lambda a, b, bias, residual, gate: empty(mn, dtype=odt, device=a.device)
+
+    def launch(a: Any, b: Any, bias: Any, residual: Any, gate: Any) -> Any:
+        if (
+            (need_bias and (bias is None or bias.shape != bias_shape))
+            or (need_res and (residual is None or residual.shape != mn))
+            or (need_gate and (gate is None or gate.shape != mn))
+        ):
+            epilogue_args(desc, m, n, bias, residual, gate)  # raises the precise error
+            raise EpilogueError("epilogue tensors do not match the plan")
+        out = empty(mn, dtype=odt, device=a.device)
+        if swap:
+            a, b, o = b.t(), a.t(), out.t()
+            if need_bias:
+                r, rs0, rs1 = bias, brs[0], brs[1]
+            elif need_res:
+                r = residual
+                rs0, rs1 = residual.stride(1), residual.stride(0)
+            else:
+                r, rs0, rs1 = out, som, son
+            if need_gate:
+                gt, gs0, gs1 = gate, gate.stride(1), gate.stride(0)
+            else:
+                gt, gs0, gs1 = out, som, son
+            bs = out
+        else:
+            o = out
+            if need_res:
+                r, rs0, rs1 = residual, residual.stride(0), residual.stride(1)
+            else:
+                r, rs0, rs1 = out, som, son
+            if need_gate:
+                gt, gs0, gs1 = gate, gate.stride(0), gate.stride(1)
+            else:
+                gt, gs0, gs1 = out, som, son
+            bs = bias if need_bias else out
+        if maybe_tma:
+            a_desc, b_desc, b_trans = tma_descriptors(desc, a, b, cfg)
+            if a_desc is not None:
+                if cfg.PERSISTENT:
+                    if not persistent:
+                        progs = min(
+                            tiles, num_sms(torch.device("cuda", max(device_index, 0))) * cfg.PERSISTENT
+                        )
+                        persistent.extend((_single_pass_persistent_kernel[(progs,)], progs))
+                    persistent[0](
+                        a, b, o, bs, r, gt, rs0, rs1, gs0, gs1, a_desc, b_desc,
+                        km, kn, k, sam, sak, sbk, sbn, som, son, persistent[1], *scales, B_TRANS=b_trans, **common,
+                    )  # fmt: skip
+                    return out
+                plain(
+                    a, b, o, bs, r, gt, rs0, rs1, gs0, gs1, a_desc, b_desc,
+                    km, kn, k, sam, sak, sbk, sbn, som, son, *scales,
+                    PROMO=promo, GROUPS=0, USE_TMA=True, B_TRANS=b_trans, **common,
+                )  # fmt: skip
+                return out
+        plain(
+            a, b, o, bs, r, gt, rs0, rs1, gs0, gs1, None, None,
+            km, kn, k, sam, sak, sbk, sbn, som, son, *scales, **plain_kw,
+        )  # fmt: skip
+        return out
+
+    return launch

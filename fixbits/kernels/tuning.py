@@ -1,7 +1,10 @@
-"""Autotune spaces (matrices/kernels/*.yaml) and a per-size-class cache of the best config.
+"""Autotune spaces (matrices/kernels/*.yaml) and the tuned configs, per shape.
 
-Tuning only ever picks among speed knobs; a class is tuned once (the first shape seen in
-it) so the cost is bounded by classes x space, not by shapes.
+Tuning only ever picks among speed knobs (every config of a family returns the same bytes).
+A shape's candidates are its M class's space entries whose ``when`` conditions (N, K, M
+ranges) hold, the way triton.autotune keys on (M, N, K); the winner is kept per
+(family, dtypes, M, N, K) and may be saved to / loaded from JSON (``save_tuned``,
+``load_tuned``; matrices/kernels/tuned/*.json are loaded on first use).
 """
 
 from __future__ import annotations
@@ -20,11 +23,34 @@ SPACE_DIR = Path(__file__).resolve().parents[2] / "matrices" / "kernels"
 
 
 @dataclass(frozen=True)
+class When:
+    """Inclusive bounds a shape must meet for a space entry to be one of its candidates."""
+
+    min_m: int = 0
+    max_m: int | None = None
+    min_n: int = 0
+    max_n: int | None = None
+    min_k: int = 0
+    max_k: int | None = None
+
+    def holds(self, m: int, n: int, k: int) -> bool:
+        return all(
+            v >= lo and (hi is None or v <= hi)
+            for v, lo, hi in (
+                (m, self.min_m, self.max_m),
+                (n, self.min_n, self.max_n),
+                (k, self.min_k, self.max_k),
+            )
+        )
+
+
+@dataclass(frozen=True)
 class SizeClass:
     name: str
     max_m: int | None
     default: KernelConfig
     space: tuple[KernelConfig, ...]
+    when: tuple[When, ...] = ()  # one per space entry
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -46,16 +72,23 @@ def tensor_core_classes() -> tuple[SizeClass, ...]:
     for i, c in enumerate(data.get("classes", [])):
         where = f"matrices/kernels/tensor_core.yaml: classes[{i}]"
         try:
+            entries = [dict(e) for e in c["space"]]
+            whens = tuple(
+                When(**{k: int(v) for k, v in (e.pop("when", None) or {}).items()}) for e in entries
+            )
             out.append(
                 SizeClass(
                     name=str(c["name"]),
                     max_m=c.get("max_m"),
                     default=KernelConfig.from_dict(c["default"], where=f"{where}.default"),
-                    space=tuple(KernelConfig.from_dict(s, where=f"{where}.space") for s in c["space"]),
+                    space=tuple(KernelConfig.from_dict(e, where=f"{where}.space") for e in entries),
+                    when=whens,
                 )
             )
         except KeyError as exc:
             raise ValueError(f"{where}: missing key {exc}") from exc
+        except TypeError as exc:
+            raise ValueError(f"{where}: bad `when` ({exc})") from exc
     return tuple(out)
 
 
@@ -72,41 +105,138 @@ def size_class(m: int) -> SizeClass:
     raise ValueError("matrices/kernels/tensor_core.yaml: no class with max_m null (catch-all)")
 
 
-_BEST: dict[tuple[Any, ...], KernelConfig] = {}
-
-
-def grid_bucket(m: int, n: int | None) -> int:
-    """0: a small output (under two waves of 64x64 tiles on 132 SMs) that wants thin tiles; 1: else."""
-    if n is None:
-        return 1
-    return int(-(-m // 64) * -(-n // 64) >= 264)
-
-
-def best_config(key: tuple[Any, ...], m: int, n: int | None = None) -> KernelConfig:
-    """A tuned config for this class key if one was recorded, else the class default."""
+def shape_space(m: int, n: int, k: int, limit: int = 0) -> tuple[KernelConfig, ...]:
+    """The candidates of one shape: its class's entries whose ``when`` holds, in file order
+    (the first ``limit`` when limit > 0); the class default when none holds."""
     cls = size_class(m)
-    return _BEST.get((cls.name, grid_bucket(m, n), *key), cls.default)
+    seen: set[str] = set()
+    out = []
+    for cfg, w in zip(cls.space, cls.when or (When(),) * len(cls.space), strict=True):
+        if w.holds(m, n, k) and cfg.label() not in seen:
+            seen.add(cfg.label())
+            out.append(cfg)
+    if limit > 0:
+        out = out[:limit]
+    return tuple(out) or (cls.default,)
+
+
+class _State:
+    """Per-shape winners; ``generation`` moves whenever one is recorded, so callers that cache
+    a config (fixbits.matmul's launch cache) see a new tuning result."""
+
+    generation = 0
+    loaded = False
+
+
+STATE = _State()
+_SHAPE_BEST: dict[tuple[Any, ...], KernelConfig] = {}
+_SHAPE_TIMES: dict[tuple[Any, ...], dict[str, float]] = {}
+TUNED_DIR = SPACE_DIR / "tuned"
+
+
+def record(
+    key: tuple[Any, ...], m: int, n: int, k: int, cfg: KernelConfig, times: dict[str, float] | None = None
+) -> None:
+    _SHAPE_BEST[(*key, m, n, k)] = cfg
+    if times is not None:
+        _SHAPE_TIMES[(*key, m, n, k)] = dict(times)
+    STATE.generation += 1
+
+
+def best_config(key: tuple[Any, ...], m: int, n: int | None = None, k: int | None = None) -> KernelConfig:
+    """The tuned config of this exact shape if one is known, else the M class's default."""
+    if not STATE.loaded:
+        _load_default_files()
+    if n is not None and k is not None:
+        hit = _SHAPE_BEST.get((*key, m, n, k))
+        if hit is not None:
+            return hit
+    return size_class(m).default
+
+
+def tuned(key: tuple[Any, ...], m: int, n: int, k: int) -> KernelConfig | None:
+    return _SHAPE_BEST.get((*key, m, n, k))
 
 
 def tune(
-    key: tuple[Any, ...], m: int, run: Callable[[KernelConfig], float], n: int | None = None
+    key: tuple[Any, ...],
+    m: int,
+    run: Callable[[KernelConfig], float],
+    n: int | None = None,
+    k: int | None = None,
+    *,
+    limit: int = 0,
+    deadline: float | None = None,
 ) -> tuple[KernelConfig, dict[str, float]]:
-    """Time ``run(cfg)`` (ms) for each config of m's class once; remember and return the best."""
-    cls = size_class(m)
-    full = (cls.name, grid_bucket(m, n), *key)
-    if full in _BEST:
-        return _BEST[full], {}
+    """Time ``run(cfg)`` (ms) for each candidate of the shape once; remember and return the best.
+
+    A shape already tuned returns at once (empty times). ``deadline`` (time.monotonic()):
+    candidates after it are skipped, the best so far wins. Without n and k the M class's
+    whole space is timed and the result is not recorded (nothing to key it on).
+    """
+    import time
+
+    if n is not None and k is not None and (*key, m, n, k) in _SHAPE_BEST:
+        return _SHAPE_BEST[(*key, m, n, k)], {}
+    space = shape_space(m, n, k, limit) if n is not None and k is not None else size_class(m).space
     times: dict[str, float] = {}
-    best, best_t = cls.default, float("inf")
-    for cfg in cls.space:
+    best, best_t = size_class(m).default, float("inf")
+    for cfg in space:
+        if deadline is not None and times and time.monotonic() > deadline:
+            break
         try:
             t = run(cfg)
         except Exception as exc:  # a config that fails to compile is skipped, and reported
             times[cfg.label()] = float("nan")
-            print(f"[tune] {cls.name} {cfg.label()} failed: {type(exc).__name__}: {str(exc)[:200]}")
+            print(f"[tune] {cfg.label()} failed: {type(exc).__name__}: {str(exc)[:200]}")
             continue
         times[cfg.label()] = t
         if t < best_t:
             best, best_t = cfg, t
-    _BEST[full] = best
+    if n is not None and k is not None and best_t < float("inf"):
+        record(key, m, n, k, best, times)
     return best, times
+
+
+def save_tuned(path: Path, meta: dict[str, Any] | None = None) -> None:
+    """All per-shape winners (and the candidate times) as JSON; written atomically."""
+    import json
+    import os
+
+    entries = []
+    for full, cfg in sorted(_SHAPE_BEST.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        *key, m, n, k = full
+        entries.append({"key": list(key), "m": m, "n": n, "k": k, "config": cfg.to_dict(),
+                        "times_ms": _SHAPE_TIMES.get(full, {})})  # fmt: skip
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps({"meta": meta or {}, "entries": entries}, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def load_tuned(path: Path) -> int:
+    """Record every entry of a save_tuned file; returns how many."""
+    import json
+
+    data = json.loads(Path(path).read_text())
+    n = 0
+    for i, e in enumerate(data.get("entries", [])):
+        cfg = KernelConfig.from_dict(e["config"], where=f"{path}: entries[{i}].config")
+        _SHAPE_BEST[(*e["key"], int(e["m"]), int(e["n"]), int(e["k"]))] = cfg
+        n += 1
+    STATE.generation += 1
+    return n
+
+
+def _load_default_files() -> None:
+    STATE.loaded = True
+    if TUNED_DIR.is_dir():
+        for p in sorted(TUNED_DIR.glob("*.json")):
+            load_tuned(p)
+
+
+def clear_tuned() -> None:
+    """Forget every winner (tests)."""
+    _SHAPE_BEST.clear()
+    _SHAPE_TIMES.clear()
+    STATE.loaded = True
+    STATE.generation += 1
