@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from fixbits.enforce import model
 
 _tree_sum = None
+_tree_sum_split = None
 _gemm = None  # fixbits.corpus.gemm_colsum, a global the interpreted kernel can see
 # The interpreter must be on before triton.language is imported (its own helpers are decorated
 # then), so these tests run in a subprocess started by test_enforce_interpreter_run.py.
@@ -213,3 +214,45 @@ def test_gemm_colsum_epilogue_variants_fold_the_model_tree(interp, block_m: int,
     kernel_for(g.col_partials_sum_kernel, True)[(1,)](part, out, mt, N, BLOCK_P=next_pow2(mt), BLOCK_N=32)
     want = model.tree_sum(c, axis=0)
     assert np.array_equal(out.numpy().view(np.uint32), want.view(np.uint32)), f"{variant} BM={block_m} w={warps}"
+
+
+@pytest.mark.parametrize(("name", "dtype"), [("row_sum_unaligned", "fp32"), ("layernorm_fwd", "fp32"),
+                                             ("layernorm_fwd", "bf16")])
+def test_split_variants_return_the_pinned_bytes(interp, name: str, dtype: str) -> None:
+    """Variants that fold the top tree levels through tl.split (tree_sum_split), every config of
+    every variant: the rewrite's bytes and the model's."""
+    from fixbits.corpus.check import check_pair
+    from fixbits.corpus.registry import entry
+
+    e = entry(name)
+    r = check_pair(e, dtype, "wide", 13, "cpu", cpu_shape=True, configs=e.configs()[:1], with_free=False,
+                   with_variants=True)
+    assert sum(":" in x.config for x in r.runs) == sum(len(e.variant_configs(v)) for v, _ in e.variants)
+    assert not r.errors, f"{name}/{dtype} seed=13: {r.errors}"
+    assert r.pinned_invariant and r.model_equal, f"{name}/{dtype} seed=13: classes {r.classes('pinned')}"
+
+
+@pytest.mark.parametrize("n", [1, 2, 8, 64, 256])
+@pytest.mark.parametrize("top", [1, 2, 4, 8])
+def test_tree_sum_split_is_tree_sum(interp, n: int, top: int) -> None:
+    """tree_sum_split(x, TOP) is the model's tree over all elements, for any power-of-two TOP <= numel."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    if top > n:
+        pytest.skip("TOP larger than the tensor")
+    global _tree_sum_split
+    _tree_sum_split = interp.tree_sum_split
+
+    @triton.jit
+    def k(X, Y, N: tl.constexpr, TOP: tl.constexpr):
+        x = tl.load(X + tl.arange(0, N))
+        tl.store(Y, _tree_sum_split(x, TOP))
+
+    rng = np.random.default_rng(n * 10 + top)
+    x = (rng.standard_normal(n) * np.exp2(rng.integers(-30, 30, n))).astype(np.float32)
+    y = torch.zeros(1)
+    k[(1,)](torch.from_numpy(x), y, N=n, TOP=top)
+    want = model.tree_sum(x)
+    assert y.numpy().view(np.uint32)[0] == np.asarray(want, dtype=np.float32).view(np.uint32), (n, top)

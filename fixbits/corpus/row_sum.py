@@ -15,7 +15,7 @@ import triton.language as tl
 
 from fixbits.corpus.common import Config, draw, kernel_for, launch_opts, next_pow2, ptr
 from fixbits.enforce import model
-from fixbits.enforce.tree import tree_sum
+from fixbits.enforce.tree import tree_sum, tree_sum_split
 
 
 @triton.jit
@@ -48,19 +48,21 @@ def row_sum_chunks_in_regs_kernel(X, Y, N, stride_m, unit, R_HI: tl.constexpr, R
 
 
 @triton.jit(do_not_specialize=["unit"])
-def row_sum_split_chunks_kernel(X, Y, N, stride_m, unit, T: tl.constexpr, R2: tl.constexpr, R_LO: tl.constexpr):
+def row_sum_split_chunks_kernel(X, Y, N, stride_m, unit, T: tl.constexpr, R2: tl.constexpr, R_LO: tl.constexpr,
+                                TOP: tl.constexpr):
     # Unaligned rows (no vector loads): chunks_in_regs puts all low column bits in registers, so a
     # warp's load spans 32 * R_LO elements (strided, slow); here only R_LO consecutive columns sit
     # in registers, then T threads, then R2 register repeats: column = (r2 * T + t) * R_LO + lo.
     # A load touches 32 * R_LO consecutive elements, the tree folds lo (adds), t (shuffles, then
-    # warps) and r2 (adds): the same tree over the column index.
+    # warps) and r2 (adds): the same tree over the column index. tree_sum_split folds the TOP
+    # partials (r2 and the warp bits) after one shared-memory round, not one round per warp bit.
     row = tl.program_id(0)
     t = tl.arange(0, T)[:, None, None]
     r2 = tl.arange(0, R2)[None, :, None]
     lo = tl.arange(0, R_LO)[None, None, :]
     cols = (r2 * T + t) * R_LO + lo * unit
     x = tl.load(X + row * stride_m + cols, mask=cols < N, other=0.0).to(tl.float32)
-    tl.store(Y + row, tree_sum(x, (1, 0, 2)))
+    tl.store(Y + row, tree_sum_split(tl.permute(x, (1, 0, 2)), TOP))
 
 
 KERNELS = (row_sum_kernel, row_sum_chunks_in_regs_kernel, row_sum_split_chunks_kernel)
@@ -93,7 +95,8 @@ def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: b
         bn = next_pow2(N)
         r_lo = min(cfg.block("R_LO"), bn)
         t = min(32 * cfg.num_warps, bn // r_lo)
-        row_sum_split_chunks_kernel[(M,)](x, y, N, x.stride(0), 1, T=t, R2=bn // (t * r_lo), R_LO=r_lo,
+        r2 = bn // (t * r_lo)
+        row_sum_split_chunks_kernel[(M,)](x, y, N, x.stride(0), 1, T=t, R2=r2, R_LO=r_lo, TOP=r2 * max(1, t // 32),
                                           **launch_opts(cfg))
         return {"y": y}
     bm = cfg.block("BLOCK_M")

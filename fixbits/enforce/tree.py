@@ -261,3 +261,46 @@ def tree_sum_like(x, axis: tl.constexpr = None, keep_dims: tl.constexpr = False,
     else:
         r = tl.sum(x, axis, keep_dims, dtype)
     return r
+
+
+@triton.constexpr_function
+def _pair_shape(log, j):
+    log, j = (int(getattr(v, "value", v)) for v in (log, j))
+    return (1 << (log - j - 1), 2)
+
+
+@triton.constexpr_function
+def _flat(n):
+    return (int(getattr(n, "value", n)), )
+
+
+@triton.jit
+def _split_levels(p, LOG: tl.constexpr):
+    # p: 2**LOG values; each level adds pairs (2i, 2i+1) by tl.split, which needs a pair in one
+    # thread: Triton moves p into every thread's registers once (one shared-memory round when p
+    # is spread over warps), where a tt.reduce per level would be one round each.
+    for j in tl.static_range(LOG):
+        a, b = tl.split(tl.reshape(p, _pair_shape(LOG, j)))
+        p = tl.reshape(_add(a, b), _flat(1 << (LOG - j - 1)))
+    return tl.reshape(p, ())
+
+
+@triton.jit
+def tree_sum_split(x, W: tl.constexpr):
+    """``tree_sum(x)`` over all elements (row-major), its top log2(W) levels added through tl.split.
+
+    The same tree, bit for bit; the speed knob for a row spread over W warps, with the top index
+    bits in the warps (load the row as (threads, registers) so it is): the in-warp levels are
+    adds and shuffles, and all warp levels cost one shared-memory round instead of one each.
+    """
+    if _is_narrow_float(x.dtype):
+        y = x.to(tl.float32)
+    else:
+        y = x
+    N: tl.constexpr = _numel(_dims(y.shape))
+    if W == 1:
+        r = tree_reduce(y, None, _add)
+    else:
+        p = tree_reduce(tl.reshape(y, (W, N // W)), 1, _add)
+        r = _split_levels(p, _log2(W))
+    return r
