@@ -26,20 +26,43 @@ def _run(args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
 
 def test_gemm_bench_dry_run_writes_its_tables(tmp_path: Path) -> None:
     out = tmp_path / "bench"
-    proc = _run(
-        [str(REPO / "benchmarks/gemm/bench.py"), "--out", str(out), "--dry-run", "--limit", "2"], tmp_path
-    )
+    args = [str(REPO / "runners/device/kernels_bench.py"), "--out", str(out), "--dry-run", "--per-cell", "1",
+            "--limit", "2", "--no-compile", "--tune-limit", "2"]  # fmt: skip
+    proc = _run(args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = list(csv.DictReader((out / "gemm_bench.csv").open()))
     main = [r for r in rows if r["layer"] != "fused"]
     fused = [r for r in rows if r["layer"] == "fused"]
     assert len(main) == 2
-    assert all(r["t_cublas_ms"] for r in rows), rows
+    assert {r["layer"] for r in main} == {"attention", "lm_head"}, main  # cells interleave
+    assert all(r["t_cublas_ms"] and r["t_cublas_gpu_ms"] and r["t_ours_gpu_ms"] for r in rows), rows
+    assert all(r["t_fused_gpu_ms"] for r in fused), fused
+    tuned = json.loads((out / "tuned_configs.json").read_text())["entries"]
+    assert {(e["m"], e["n"], e["k"]) for e in tuned} >= {
+        (int(r["m"]), int(r["n"]), int(r["k"])) for r in main
+    }
+    assert all(len(e["times_ms"]) <= 2 for e in tuned), tuned
     assert not [r for r in rows if r.get("error")], [r["error"] for r in rows if r.get("error")]
     assert {r["epilogue"] for r in fused} >= {"bias", "relu", "residual", "scale"}, fused
     assert all(r["t_fused_ms"] and r["t_pair_ms"] for r in fused), fused
     md = (out / "gemm_bench.md").read_text()
-    assert "speed relative to cuBLAS" in md and "split-K tail shapes" in md
+    assert "speed relative to cuBLAS" in md and "split-K tail shapes" in md and "GPU-time geomean" in md
+
+
+def test_gemm_bench_subset_covers_every_cell_in_rounds() -> None:
+    sys.path.insert(0, str(REPO / "benchmarks" / "gemm"))
+    try:
+        import bench
+    finally:
+        sys.path.pop(0)
+    shapes = bench.shapes_list()
+    picked = bench.subset(shapes, 3)
+    cells = {(s[3], 2 * s[0] * s[1] * s[2] >= bench.SPLIT_FLOP) for s in shapes}
+    first_round = picked[: len(cells)]
+    assert {(s[3], 2 * s[0] * s[1] * s[2] >= bench.SPLIT_FLOP) for s in first_round} == cells
+    assert len(picked) == len(set(picked)) == sum(min(3, sum(1 for s in shapes if
+               (s[3], 2 * s[0] * s[1] * s[2] >= bench.SPLIT_FLOP) == c)) for c in cells)  # fmt: skip
+    assert bench.subset(shapes, 3) == picked
 
 
 def test_kernels_check_dry_run_catches_the_planted_defects(tmp_path: Path) -> None:

@@ -1,7 +1,16 @@
 """fixbits.matmul vs cuBLAS vs torch.compile (max-autotune, Triton GEMMs, order free) on the
-390 realistic shapes, plus fused-epilogue pairs. GPU only.
+390 realistic shapes (or a deterministic subset), plus fused-epilogue pairs. GPU only.
 
-    PYTHONPATH=<repo> python3 benchmarks/gemm/bench.py --out DIR [--budget-s 360]
+    PYTHONPATH=<repo> python3 benchmarks/gemm/bench.py --out DIR [--budget-s 360] [--per-cell 3]
+
+Two times per shape: whole call (do_bench of fixbits.matmul / torch.mm, host overhead
+included, L2 flushed) and GPU time (both replayed inside a CUDA graph, so launch overhead is
+excluded for both; triton.testing.do_bench_cudagraph, L2 warm). fixbits is tuned per shape
+(M, N, K) over the candidates of fixbits.kernels.tuning.shape_space, each timed at a short rep,
+the winner kept per shape and written to DIR/tuned_configs.json after every shape (copy it to
+matrices/kernels/tuned/ for fixbits.matmul to load). --per-cell N times N shapes of every
+(layer group, side of 5 GFLOP) cell (median, smallest, largest, then evenly between), the
+cells interleaved so a budget cut stays representative.
 
 Medians of triton.testing.do_bench (CUDA events around each call, L2 flushed between calls, so
 every call reads its inputs from HBM as a rotating set of inputs would), all three side by side
@@ -84,6 +93,13 @@ def main() -> int:
     ap.add_argument("--compile-share", type=float, default=0.35, help="budget share for torch.compile")
     ap.add_argument("--limit", type=int, default=0, help="first N shapes only (0: all)")
     ap.add_argument("--rep-ms", type=int, default=20)
+    ap.add_argument("--graph-rep-ms", type=int, default=10, help="rep of the CUDA-graph (GPU time) timings")
+    ap.add_argument("--tune-rep-ms", type=int, default=3, help="rep of each tuning candidate")
+    ap.add_argument("--tune-limit", type=int, default=4, help="candidates per shape (0: all of shape_space)")
+    ap.add_argument("--tune-s", type=float, default=6.0, help="tuning time per shape (compiles included)")
+    ap.add_argument(
+        "--per-cell", type=int, default=0, help="shapes per (layer, side of 5 GFLOP) cell; 0: all"
+    )
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument(
         "--fused-share", type=float, default=0.15, help="budget share for the fused-epilogue sweep"
@@ -113,26 +129,43 @@ def main() -> int:
             f"torch {torch.__version__} triton {triton.__version__} {torch.cuda.get_device_name()}",
             flush=True,
         )
-    shapes = interleave(shapes_list())  # round-robin over layer groups: a budget cut stays representative
+    if args.per_cell:
+        shapes = subset(shapes_list(), args.per_cell)
+    else:
+        shapes = interleave(shapes_list())  # round-robin over layer groups: a budget cut stays representative
+    print(f"{len(shapes)} shapes", flush=True)
     if args.dry_run:
         shapes = [(max(1, m // 512), max(16, n // 512), max(8, k // 512), g, e) for m, n, k, g, e in shapes]
     if args.limit:
         shapes = shapes[: args.limit]
 
-    def bench(fn):
+    def bench(fn, mode: str = "call"):
+        """mode 'call': whole calls (do_bench); 'graph': GPU time in a CUDA graph; 'tune': short."""
         if DEVICE != "cuda":
             t = time.perf_counter()
             fn()
             return (time.perf_counter() - t) * 1e3
+        if mode == "graph":
+            from triton.testing import do_bench_cudagraph
+
+            return do_bench_cudagraph(fn, rep=args.graph_rep_ms, return_mode="median")
+        if mode == "tune":
+            return do_bench(fn, warmup=1, rep=args.tune_rep_ms, return_mode="median")
         return do_bench(fn, warmup=5, rep=args.rep_ms, return_mode="median")
+
+    bench.tune_limit = args.tune_limit  # type: ignore[attr-defined]
+    bench.tune_s = args.tune_s  # type: ignore[attr-defined]
+    bench.out = out  # type: ignore[attr-defined]
 
     rows = []
     compile_share = 0 if args.no_compile else args.compile_share
     main_budget = args.budget_s * (1 - compile_share - args.fused_share)
+    last = 0.0  # seconds the previous shape took: a shape is started only if one like it fits
     for i, (m, n, k, layer, ep) in enumerate(shapes):
-        if time.time() - t0 > main_budget:
+        if time.time() - t0 + last > main_budget:
             print(f"budget: stopping the main pass after {i} shapes", flush=True)
             break
+        t_shape = time.time()
         row = {"m": m, "n": n, "k": k, "layer": layer, "epilogue": ep, "gflop": 2 * m * n * k / 1e9}
         try:
             measure_shape(i, row, bench)
@@ -140,13 +173,18 @@ def main() -> int:
             row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             traceback.print_exc()
         rows.append(row)
-        print(f"{i:3d} {m}x{n}x{k} {layer:9s} {ep:15s} ours={row.get('t_ours_ms', float('nan')):.4f} "
-              f"cublas={row.get('t_cublas_ms', float('nan')):.4f} speed={row.get('speed_ours', float('nan')):.3f} "
-              f"fused={row.get('speed_fused', float('nan')):.3f} {row.get('config', '')} {row.get('error', '')}",
+        nan = float("nan")
+        print(f"{i:3d} {m}x{n}x{k} {layer:9s} {ep:15s} ours={row.get('t_ours_ms', nan):.4f} "
+              f"cublas={row.get('t_cublas_ms', nan):.4f} speed={row.get('speed_ours', nan):.3f} "
+              f"gpu: ours={row.get('t_ours_gpu_ms', nan):.4f} cublas={row.get('t_cublas_gpu_ms', nan):.4f} "
+              f"speed={row.get('speed_ours_gpu', nan):.3f} fused={row.get('speed_fused', nan):.3f} "
+              f"fused_gpu={row.get('speed_fused_gpu', nan):.3f} {row.get('config', '')} {row.get('error', '')}",
               flush=True)  # fmt: skip
         write_outputs(rows, out, quiet=True)
+        last = time.time() - t_shape
 
-    fused_pass(rows, t0, args.budget_s * (1 - compile_share), bench, args.dry_run, out)
+    # 4 s kept for the final table and plot
+    fused_pass(rows, t0, args.budget_s * (1 - compile_share) - 4, bench, args.dry_run, out)
     if not args.no_compile and DEVICE == "cuda":
         compile_pass(rows, t0, args.budget_s, bench, out)
     write_outputs(rows, out)
@@ -154,16 +192,47 @@ def main() -> int:
     return 0
 
 
-def measure_shape(i: int, row: dict, bench) -> None:
-    """Time fixbits (tuned per size class), cuBLAS and, with an epilogue, the fused pair."""
+def subset(shapes, per_cell: int):
+    """per_cell shapes of every (layer, side of 5 GFLOP) cell, by GFLOP: the median, the
+    smallest, the largest, then evenly between; rounds interleave the cells."""
+    cells = defaultdict(list)
+    for s in shapes:
+        cells[(s[3], 2 * s[0] * s[1] * s[2] >= SPLIT_FLOP)].append(s)
+    picks = {}
+    for c, lst in cells.items():
+        lst = sorted(lst, key=lambda s: (2 * s[0] * s[1] * s[2], s))
+        order = [len(lst) // 2, 0, len(lst) - 1]
+        q = max(per_cell, 3)
+        order += [round(j * (len(lst) - 1) / (q + 1)) for j in range(1, q + 1)]
+        seen, chosen = set(), []
+        for j in order:
+            if j not in seen and len(chosen) < per_cell:
+                seen.add(j)
+                chosen.append(lst[j])
+        picks[c] = chosen
+    out = []
+    for r in range(per_cell):
+        for c in sorted(picks, key=lambda c: (not c[1], c[0])):
+            if r < len(picks[c]):
+                out.append(picks[c][r])
+    return out
+
+
+GEMM_KEYS = ("t_ours_ms", "t_cublas_ms", "speed_ours", "t_ours_gpu_ms", "t_cublas_gpu_ms", "speed_ours_gpu",
+             "tflops_ours", "tflops_cublas", "splitk_tail_lost", "bytes_equal_cublas")  # fmt: skip
+
+
+def measure_shape(i: int, row: dict, bench, gemm: dict | None = None) -> None:
+    """Time fixbits (tuned per shape), cuBLAS (whole calls and GPU time in a CUDA graph) and,
+    with an epilogue, the fused pair."""
     import torch
 
     from fixbits.desc import GEMMDesc
     from fixbits.kernels.dispatch import choose_kernel
-    from fixbits.kernels.matmul import MatmulUnavailable, cublas_matmul, eager_epilogue, matmul, resolve_desc
-    from fixbits.kernels.tuning import best_config, size_class, tune
+    from fixbits.kernels.matmul import MatmulUnavailable, resolve_desc
+    from fixbits.kernels.tuning import best_config, tune
 
-    m, n, k, ep = row["m"], row["n"], row["k"], row["epilogue"]
+    m, n, k = row["m"], row["n"], row["k"]
     g = torch.Generator(device=DEVICE).manual_seed(i)
     a = torch.randn((m, k), device=DEVICE, dtype=torch.float16, generator=g)
     b = torch.randn((k, n), device=DEVICE, dtype=torch.float16, generator=g)  # the profile's layout
@@ -185,15 +254,40 @@ def measure_shape(i: int, row: dict, bench) -> None:
     kw: dict = {}
     if desc.instruction != "fma":
         key = (choice.family, desc.in_dtype, desc.out_dtype)
-        _, times = tune(key, m, lambda c: bench(lambda: fn(a, b, desc, config=c)), n)
+        t_tune = time.monotonic()
+        _, times = tune(
+            key, m, lambda c: bench(lambda: fn(a, b, desc, config=c), "tune"), n, k,
+            limit=getattr(bench, "tune_limit", 0), deadline=t_tune + getattr(bench, "tune_s", 1e9),
+        )  # fmt: skip
         if times:
-            print(f"[tune] class {size_class(m).name} {choice.family}: "
+            row["tune_s"] = time.monotonic() - t_tune
+            print(f"[tune] {m}x{n}x{k} {choice.family} ({row['tune_s']:.1f}s): "
                   + ", ".join(f"{lab}={t:.4f}ms" for lab, t in times.items()), flush=True)  # fmt: skip
-        kw["config"] = best_config(key, m, n)
+            save_tuned(bench)
+        kw["config"] = best_config(key, m, n, k)
         row["config"] = kw["config"].label()
+    if gemm is not None and (m, n, k) in gemm:
+        row.update(gemm[(m, n, k)])
+        row["gemm_timed_on"] = "an earlier fused row of this shape"
+    else:
+        measure_gemm(row, bench, a, b, via)
+        if gemm is not None:
+            gemm[(m, n, k)] = {key: row[key] for key in GEMM_KEYS if key in row}
+    measure_fused(row, bench, a, b, desc, via)
+
+
+def measure_gemm(row: dict, bench, a, b, via) -> None:
+    import torch
+
+    from fixbits.kernels.matmul import matmul
+
+    m, n, k = row["m"], row["n"], row["k"]
     row["t_ours_ms"] = bench(lambda: matmul(a, b, desc=via, out_dtype="fp16"))
     row["t_cublas_ms"] = bench(lambda: torch.mm(a, b))
     row["speed_ours"] = row["t_cublas_ms"] / row["t_ours_ms"]
+    row["t_ours_gpu_ms"] = bench(lambda: matmul(a, b, desc=via, out_dtype="fp16"), "graph")
+    row["t_cublas_gpu_ms"] = bench(lambda: torch.mm(a, b), "graph")
+    row["speed_ours_gpu"] = row["t_cublas_gpu_ms"] / row["t_ours_gpu_ms"]
     row["tflops_ours"] = 2 * m * n * k / row["t_ours_ms"] / 1e9
     row["tflops_cublas"] = 2 * m * n * k / row["t_cublas_ms"] / 1e9
     row["splitk_tail_lost"] = tail_lost(m, n, k)
@@ -202,14 +296,23 @@ def measure_shape(i: int, row: dict, bench) -> None:
             matmul(a, b, desc=via, out_dtype="fp16").view(torch.int16), torch.mm(a, b).view(torch.int16)
         )
     )
-    ops = epilogue_ops(ep)
+
+
+def measure_fused(row: dict, bench, a, b, desc, via) -> None:
+    import torch
+
+    from fixbits.kernels.matmul import cublas_matmul, eager_epilogue, matmul
+
+    m, n = row["m"], row["n"]
+    ops = epilogue_ops(row["epilogue"])
     if not ops:
         return
     d_ep = desc.replace(epilogue=ops)
+    g = torch.Generator(device=DEVICE).manual_seed(m * 1_000_003 + n)
     side = {
-        "bias": torch.randn(n, device=DEVICE, dtype=torch.float16),
-        "residual": torch.randn((m, n), device=DEVICE, dtype=torch.float16),
-        "gate": torch.randn((m, n), device=DEVICE, dtype=torch.float16),
+        "bias": torch.randn(n, device=DEVICE, dtype=torch.float16, generator=g),
+        "residual": torch.randn((m, n), device=DEVICE, dtype=torch.float16, generator=g),
+        "gate": torch.randn((m, n), device=DEVICE, dtype=torch.float16, generator=g),
     }
 
     def fused():
@@ -221,9 +324,27 @@ def measure_shape(i: int, row: dict, bench) -> None:
     row["t_fused_ms"] = bench(fused)
     row["t_pair_ms"] = bench(pair)
     row["speed_fused"] = row["t_pair_ms"] / row["t_fused_ms"]
+    row["t_fused_gpu_ms"] = bench(fused, "graph")
+    row["t_pair_gpu_ms"] = bench(pair, "graph")
+    row["speed_fused_gpu"] = row["t_pair_gpu_ms"] / row["t_fused_gpu_ms"]
     row["fused_bytes_equal_cublas_pair"] = bool(
         torch.equal(fused().view(torch.int16), pair().view(torch.int16))
     )
+
+
+def save_tuned(bench) -> None:
+    """DIR/tuned_configs.json: every per-shape winner so far (fixbits.kernels.tuning format)."""
+    out = getattr(bench, "out", None)
+    if out is None:
+        return
+    import torch
+    import triton
+
+    from fixbits.kernels.tuning import save_tuned as save
+
+    gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (dry run)"
+    save(out / "tuned_configs.json", {"gpu": gpu, "triton": triton.__version__, "torch": torch.__version__,
+                                      "source": "benchmarks/gemm/bench.py"})  # fmt: skip
 
 
 def tail_lost(m: int, n: int, k: int):
@@ -254,24 +375,35 @@ def fused_pass(rows, t0, stop_at, bench, dry_run: bool, out: Path) -> None:
     if dry_run:
         shapes = tuple((max(1, m // 512), max(16, n // 512), max(8, k // 512)) for m, n, k in shapes)
     i = 10_000
-    for m, n, k in shapes:
-        for ep in FUSED_EPILOGUES:
-            if time.time() - t0 > stop_at:
+    # rounds: every epilogue once per round, on rotating shapes, so a budget cut keeps them all
+    pairs = [
+        (shapes[(r + e) % len(shapes)], ep)
+        for r in range(len(shapes))
+        for e, ep in enumerate(FUSED_EPILOGUES)
+    ]
+    gemm: dict = {}  # the plain GEMM timings of a shape, measured on its first epilogue
+    last = 0.0
+    for (m, n, k), ep in pairs:
+        if True:
+            if time.time() - t0 + last > stop_at:
                 print("budget: stopping the fused sweep", flush=True)
                 return
             if dry_run and ep in ("silu_gate", "gelu"):
                 continue  # Triton's interpreter runs no libdevice / inline PTX
+            t_row = time.time()
             row = {"m": m, "n": n, "k": k, "layer": "fused", "epilogue": ep, "gflop": 2 * m * n * k / 1e9}
             try:
-                measure_shape(i, row, bench)
+                measure_shape(i, row, bench, gemm)
             except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
                 traceback.print_exc()
             i += 1
             rows.append(row)
             print(f"[fused] {m}x{n}x{k} {ep}: fused={row.get('speed_fused', float('nan')):.3f} "
+                  f"fused_gpu={row.get('speed_fused_gpu', float('nan')):.3f} "
                   f"equal={row.get('fused_bytes_equal_cublas_pair')} {row.get('error', '')}", flush=True)  # fmt: skip
             write_outputs(rows, out, quiet=True)
+            last = time.time() - t_row
 
 
 def _mm(x, y):
@@ -345,10 +477,10 @@ def write_outputs(rows, out: Path, *, quiet: bool = False) -> None:
     groups = sorted({r["layer"] for r in rows})
     lines = ["# fixbits GEMM benchmark (speed relative to cuBLAS; >1 is faster)", ""]
     lines.append(
-        "| layer group | side of 5 GFLOP | shapes | fixbits geomean | torch.compile geomean "
-        "(n timed: a budget-bound deterministic sample) |"
+        "| layer group | side of 5 GFLOP | shapes | fixbits whole-call geomean | fixbits GPU-time geomean "
+        "(CUDA graph, both sides) | torch.compile geomean (n timed: a budget-bound deterministic sample) |"
     )
-    lines.append("|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|")
     table = {}
     for side, pred in (
         ("above", lambda r: r["gflop"] >= SPLIT_FLOP / 1e9),
@@ -359,18 +491,25 @@ def write_outputs(rows, out: Path, *, quiet: bool = False) -> None:
             if not sel:
                 continue
             ours = geomean([r.get("speed_ours") for r in sel])
+            gpu = geomean([r.get("speed_ours_gpu") for r in sel])
             comp = [r.get("speed_compile") for r in sel if r.get("speed_compile")]
             table[(g, side)] = (ours, geomean(comp))
-            lines.append(f"| {g} | {side} | {len(sel)} | {ours:.3f} | {geomean(comp):.3f} ({len(comp)}) |")
-    lines += ["", "## Fused epilogue pairs (our fused kernel vs torch.mm + eager epilogue, whole calls)", ""]
-    lines.append("| epilogue | shapes | fixbits fused speed geomean | bytes equal to cuBLAS pair |")
-    lines.append("|---|---|---|---|")
+            lines.append(
+                f"| {g} | {side} | {len(sel)} | {ours:.3f} | {gpu:.3f} | {geomean(comp):.3f} ({len(comp)}) |"
+            )
+    lines += ["", "## Fused epilogue pairs (our fused kernel vs torch.mm + eager epilogue)", ""]
+    lines.append(
+        "| epilogue | shapes | fused speed geomean, whole calls (launches included) | "
+        "fused speed geomean, GPU time (CUDA graph) | bytes equal to cuBLAS pair |"
+    )
+    lines.append("|---|---|---|---|---|")
     fused_groups = sorted({r["epilogue"] for r in all_rows if r.get("speed_fused")})
     for e in fused_groups + ["ALL"]:
         sel = [r for r in all_rows if r.get("speed_fused") and (e == "ALL" or r["epilogue"] == e)]
         eq = sum(1 for r in sel if r.get("fused_bytes_equal_cublas_pair"))
+        gpu = geomean([r.get("speed_fused_gpu") for r in sel])
         lines.append(
-            f"| {e} | {len(sel)} | {geomean([r['speed_fused'] for r in sel]):.3f} | {eq}/{len(sel)} |"
+            f"| {e} | {len(sel)} | {geomean([r['speed_fused'] for r in sel]):.3f} | {gpu:.3f} | {eq}/{len(sel)} |"
         )
     tail = [r for r in rows if r.get("splitk_tail_lost")]
     full = [r for r in rows if not r.get("splitk_tail_lost") and "bytes_equal_cublas" in r]
