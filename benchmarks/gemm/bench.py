@@ -229,7 +229,7 @@ def measure_shape(i: int, row: dict, bench, gemm: dict | None = None) -> None:
 
     from fixbits.desc import GEMMDesc
     from fixbits.kernels.dispatch import choose_kernel
-    from fixbits.kernels.matmul import MatmulUnavailable, resolve_desc
+    from fixbits.kernels.matmul import MatmulUnavailable, matmul, resolve_desc
     from fixbits.kernels.tuning import best_config, tune
 
     m, n, k = row["m"], row["n"], row["k"]
@@ -247,7 +247,6 @@ def measure_shape(i: int, row: dict, bench, gemm: dict | None = None) -> None:
         if i == 0:
             print(f"profile route unavailable: {exc}", flush=True)
     choice = choose_kernel(desc, m, n)
-    fn = choice.load()
     row["family"] = choice.family
     row["desc_hash"] = desc.short_hash
     via = None if row["desc_source"] == "profile" else desc  # the profile route when there is one
@@ -256,7 +255,7 @@ def measure_shape(i: int, row: dict, bench, gemm: dict | None = None) -> None:
         key = (choice.family, desc.in_dtype, desc.out_dtype)
         t_tune = time.monotonic()
         _, times = tune(
-            key, m, lambda c: bench(lambda: fn(a, b, desc, config=c), "tune"), n, k,
+            key, m, lambda c: bench(lambda: matmul(a, b, desc=via, config=c, out_dtype="fp16"), "tune"), n, k,
             limit=getattr(bench, "tune_limit", 0), deadline=t_tune + getattr(bench, "tune_s", 1e9),
         )  # fmt: skip
         if times:
