@@ -49,6 +49,26 @@ def test_bench_dry_run_writes_table_csv_yaml_plot(tmp_path: Path) -> None:
     assert (tmp_path / "enforcement_bench.png").stat().st_size > 0
 
 
+def test_only_selects_kernels_and_kernel_dtype_pairs() -> None:
+    from fixbits.corpus.registry import selected
+
+    only = ["row_sum_unaligned:fp32,gemm_colsum:bf16", "softmax"]
+    assert selected(only, "gemm_colsum", "bf16") and not selected(only, "gemm_colsum", "fp16")
+    assert selected(only, "softmax", "fp16") and selected(only, "row_sum_unaligned", "fp32")
+    assert not selected(only, "row_sum", "fp32") and selected(None, "row_sum", "fp32")
+
+
+def test_bench_dry_run_only_kernel_dtype_pairs(tmp_path: Path) -> None:
+    log = _run("enforcement_bench.py", tmp_path, "--only", "row_sum_unaligned:fp32,layernorm_fwd:bf16",
+               "--budget-s", "300", "--screen-reps", "1", "--reps", "1", "--min-rounds", "1", "--max-rounds", "1")
+    rows = list(csv.DictReader(open(tmp_path / "enforcement_bench.csv")))
+    assert sorted((r["kernel"], r["dtype"]) for r in rows) == [("layernorm_fwd", "bf16"), ("row_sum_unaligned", "fp32")], \
+        log[-2000:]
+    assert all(r["errors"] == "0" for r in rows), rows
+    details = (tmp_path / "enforcement_bench.yaml").read_text()
+    assert "split_chunks:" in details and "thread_chunks:" in details and "split_top:" in details
+
+
 def test_bench_dry_run_stops_at_budget(tmp_path: Path) -> None:
     log = _run("enforcement_bench.py", tmp_path, "--only", "col_sum", "--budget-s", "1")
     assert "budget reached" in log, log[-2000:]
