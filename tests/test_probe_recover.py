@@ -191,3 +191,31 @@ def test_pin_picks_k_that_separates_step_32_from_64() -> None:
     assert res.desc is not None
     for k in (41, 50, 121, 243, 881, 321):
         assert equivalent_on(res.desc, truth, k), (k, res.desc.to_json(), res.notes)
+
+
+class _RegimeGemv:
+    """A GEMV whose lane count changes with K (2 below 1024, 4 above), as the H200's a11 answer
+    did between K = 473 and 808."""
+
+    name, in_dtype, out_dtype = "regime", "fp16", "fp32"
+
+    @staticmethod
+    def truth(k: int) -> GEMMDesc:
+        return _fma(("fp16", "fp32"), (KCut("contiguous", count=2 if k < 1024 else 4, granule=1,
+                                            merge="butterfly_down"),))
+
+    def gemm(self, a, b):  # type: ignore[no-untyped-def]
+        from fixbits.emulate import emulate
+
+        return emulate(self.truth(a.shape[1]), a, b)
+
+
+def test_pin_never_crosses_into_another_k_regime() -> None:
+    """A pin shape where the answer computes otherwise must not pick the reading: draws there
+    reject every reading, so the probe keeps what holds at its own K."""
+    extra = [(3, 64, 1500), (3, 64, 2049), (3, 64, 333), (3, 64, 700)]
+    res = probe(_RegimeGemv(), 3, 64, 291, arch="sm_90", hints={"extra_shapes": extra, "instruction": "fma"},
+                seed=0, draws=2)
+    assert res.status == "recovered" and res.desc is not None, res.notes
+    for k in (291, 333, 517, 700):
+        assert equivalent_on(res.desc, _RegimeGemv.truth(k), k), (k, res.desc.k_cuts, res.notes)

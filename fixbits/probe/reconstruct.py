@@ -318,11 +318,15 @@ def _predict(bk: Any, desc: Any, task: dict[str, Any], shapes: list[tuple[int, i
     return alive[0], used, note
 
 
-def _k_split(backend: Any, d1: Any, k1: int, d2: Any, k2: int, group: list[tuple[int, int, int]], seed: int,
-             deadline: float, steps: int = 7) -> tuple[int, int] | None:
-    """Where the answer's arithmetic turns from d1 (holds at k1) to d2 (holds at k2 > k1): the
-    largest K of the group verified for d1 and the smallest verified for d2, by bisection over
-    the group's K between them. None when a K between them fits neither (not a K split)."""
+def _k_split(backend: Any, c1: list[Any], k1: int, c2: list[Any], k2: int, group: list[tuple[int, int, int]],
+             seed: int, deadline: float, steps: int = 7) -> tuple[Any, int, Any, int] | None:
+    """Where the answer's arithmetic turns from the readings ``c1`` (probed at k1) to ``c2``
+    (probed at k2 > k1): bisection over the group's K between them, each side's readings (the
+    probed one and those equal to it at its K) filtered by draws at the middle K. Returns
+    (reading below, largest K verified for it, reading above, smallest K verified for it), or
+    None when a K between them fits no reading of either side (not a K split)."""
+    from fixbits.probe.recover import verify_draws
+
     by_k: dict[int, tuple[int, int, int]] = {}
     for sh in sorted(group, key=_cost):
         if k1 < sh[2] < k2:
@@ -334,15 +338,15 @@ def _k_split(backend: Any, d1: Any, k1: int, d2: Any, k2: int, group: list[tuple
         if not mid or time.time() > deadline:
             break
         km = mid[len(mid) // 2]
-        g1, _, _ = verify_entry(backend, d1, [by_k[km]], seed=seed + km)
-        if g1:
-            lo = km
+        ok1, _ = verify_draws(backend, c1, *by_k[km], seed=seed + km, draws=2)
+        if any(ok1):
+            c1, lo = [d for d, o in zip(c1, ok1, strict=True) if o], km
             continue
-        g2, _, _ = verify_entry(backend, d2, [by_k[km]], seed=seed + km)
-        if not g2:
+        ok2, _ = verify_draws(backend, c2, *by_k[km], seed=seed + km, draws=2)
+        if not any(ok2):
             return None
-        hi = km
-    return lo, hi
+        c2, hi = [d for d, o in zip(c2, ok2, strict=True) if o], km
+    return c1[0], lo, c2[0], hi
 
 
 def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
@@ -432,15 +436,17 @@ def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
         return {**out, "status": "unexplained", "why": f"descriptor probed at {rep} misses {', '.join(bad)}; "
                 f"re-probe at {bad[0]}: {res2.status}: " + "; ".join(res2.notes)}
     d1, d2 = res.desc, res2.desc
-    (k1, d1s, s1), (k2, d2s, s2) = sorted([(rep[2], d1, rep), (at2[2], d2, at2)], key=lambda x: x[0])
+    sides = sorted([(rep[2], [d1, *res.alternatives], rep), (at2[2], [d2, *res2.alternatives], at2)],
+                   key=lambda x: x[0])
+    (k1, c1, s1), (k2, c2, s2) = sides
     if d1 == d2 or k1 == k2:
         return {**out, "status": "unexplained", "why": f"descriptor probed at {rep} misses {', '.join(bad)}; the "
                 "re-probe there finds " + ("the same descriptor" if d1 == d2 else "another one at the same K")}
-    split = _k_split(backend, d1s, k1, d2s, k2, group, task["seed"] + 101, deadline)
+    split = _k_split(backend, c1, k1, c2, k2, group, task["seed"] + 101, deadline)
     if split is None:
-        return {**out, "status": "unexplained", "why": f"{d1s.short_hash} holds at K={k1}, {d2s.short_hash} at "
-                f"K={k2}, neither between: not a K split"}
-    lo, hi = split
+        return {**out, "status": "unexplained", "why": f"{c1[0].short_hash} holds at K={k1}, {c2[0].short_hash} at "
+                f"K={k2}, no reading of either between: not a K split"}
+    d1s, lo, d2s, hi = split
     variants = [{"k_min": 1, "k_max": lo, "desc": d1s.to_dict(), "shape": list(s1)},
                 {"k_min": hi, "k_max": None, "desc": d2s.to_dict(), "shape": list(s2)}]
     # every verification shape must now be explained by its K's variant

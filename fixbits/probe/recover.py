@@ -442,7 +442,10 @@ def probe(backend: Any, m: int, n: int, k: int, *, arch: str, hints: dict[str, A
     alts = [d for d in dict.fromkeys(alts) if d != best]
     extra = hints.get("extra_shapes") or []
     if alts and extra:
-        best, alts, more = _pin(backend, best, alts, [tuple(x) for x in extra], hints, rng, deadline=deadline)
+        try:
+            best, alts, more = _pin(backend, best, alts, [tuple(x) for x in extra], hints, rng, deadline=deadline)
+        except (RecursionError, MemoryError) as exc:  # pinning is a refinement: keep the probed reading
+            more = [f"pinning stopped: {type(exc).__name__}"]
         notes.extend(more)
     return result("recovered", best, surv, n_cands, checked, tuple(alts))
 
@@ -473,11 +476,11 @@ def _signature(d: GEMMDesc, k: int) -> Any:
     cheaper address map, which may split readings that are in fact equal)."""
     if k <= 4096:
         try:
-            return canonical_tree(d, k)
+            return ("tree", hash(canonical_tree(d, k)))  # hashed here: deep trees recurse
         except RecursionError:  # a long scalar chain: the address map below
             pass
     ad = addresses(d, k)
-    return repr((ad.kinds, ad.counts)).encode() + ad.index.tobytes()
+    return ("addr", repr((ad.kinds, ad.counts)).encode() + ad.index.tobytes())
 
 
 def _pin_order(alive: list[GEMMDesc], extra: list[tuple[int, int, int]], *, max_k: int = 16,
@@ -556,8 +559,14 @@ def _pin(backend: Any, best: GEMMDesc, alts: list[GEMMDesc], extra: list[tuple[i
             s2.triples("pin", chosen)
             f.apply(s2.seen)
         nxt = [d for d, _ in f.items]
-        notes.append(f"pinned at {m2}x{n2}x{k2}: {len(nxt)} of {len(alive)} readings remain")
-        if nxt:
-            alive = nxt
+        # the walks there test a few placements; draws confirm that the shape computes like the
+        # probed one (an answer whose arithmetic changes with K must not be pinned across it)
+        ok = verify_draws(backend, nxt, m2, n2, k2, seed=int(rng.integers(1 << 30)), draws=2)[0] if nxt else []
+        passing = [d for d, o in zip(nxt, ok, strict=True) if o]
+        if passing:
+            notes.append(f"pinned at {m2}x{n2}x{k2}: {len(passing)} of {len(alive)} readings remain")
+            alive = passing
+        else:
+            notes.append(f"no reading holds at {m2}x{n2}x{k2} (the answer computes otherwise there): not pinned there")
     alive.sort(key=lambda d: C.preference(d, hints))
     return alive[0], alive[1:], notes
