@@ -32,6 +32,12 @@ def test_priority_puts_never_timed_first_then_slowest() -> None:
     assert enforcement_bench.priority(pairs, seen) == [("b", "fp32"), ("d", "bf16"), ("c", "fp16"), ("a", "fp32")]
 
 
+def test_warm_parts_spreads_big_spaces_over_spare_workers() -> None:
+    assert enforcement_bench.warm_parts(32, 8, 16) == 2  # a re-time of a few pairs: two workers each
+    assert enforcement_bench.warm_parts(32, 35, 16) == 1  # the full corpus: one each
+    assert enforcement_bench.warm_parts(5, 1, 16) == 1  # a small space is not split
+
+
 def test_history_reads_committed_run(tmp_path: Path) -> None:
     p = tmp_path / "speed_x.csv"
     p.write_text("kernel,dtype,ratio\nrow_sum,fp32,0.9661\ncol_sum,fp16,bad\n")

@@ -27,8 +27,11 @@ sys.path.insert(0, str(REPO))
 HISTORY_GLOB = "benchmarks/enforcement/*/speed_*.csv"
 
 
-def _warm(name: str, dtype: str) -> str:
-    """Compile (launch once) every config of both modes and the variants, so timing hits the cache."""
+def _warm(name: str, dtype: str, part: int = 0, nparts: int = 1) -> str:
+    """Compile (launch once) every config of both modes and the variants, so timing hits the cache.
+
+    ``part``/``nparts``: this worker's share of the pair's configs (big spaces, e.g. GEMMs with
+    variants, are spread over several workers)."""
     import torch
 
     from fixbits.corpus.common import to_device
@@ -41,13 +44,20 @@ def _warm(name: str, dtype: str) -> str:
     shape = e.shape_dict()
     inputs = {k: to_device(v, "cuda") for k, v in mod.make_inputs(shape, dtype, "ordinary", 0).items()}
     bad = []
-    for job in jobs_for(e):
+    for job in jobs_for(e)[part::nparts]:
         try:
             mod.launch(inputs, shape, job.cfg, job.how, aux=False)
         except Exception as ex:
             bad.append(f"{job.mode} {job.label}: {type(ex).__name__}: {str(ex).splitlines()[:2]}")
     torch.cuda.synchronize()
-    return f"warm {name}/{dtype}: {time.time() - t0:.0f}s" + "".join(f"\n   {b}" for b in bad)
+    share = f" [{part + 1}/{nparts}]" if nparts > 1 else ""
+    return f"warm {name}/{dtype}{share}: {time.time() - t0:.0f}s" + "".join(f"\n   {b}" for b in bad)
+
+
+def warm_parts(n_jobs: int, n_pairs: int, workers: int) -> int:
+    """Workers per pair for the precompile: spread a pair's configs when there are spare workers."""
+    spare = max(1, workers // max(1, n_pairs))
+    return max(1, min(spare, -(-n_jobs // 6)))
 
 
 def history(paths: list[Path]) -> dict[tuple[str, str], float]:
@@ -129,7 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         import multiprocessing as mp
 
         pool = cf.ProcessPoolExecutor(max_workers=args.workers, mp_context=mp.get_context("spawn"))
-        futs = [pool.submit(_warm, n, d) for n, d in todo]
+        from fixbits.corpus.timing import jobs_for
+
+        futs = []
+        for n, d in todo:
+            k = warm_parts(len(jobs_for(entry(n))), len(todo), args.workers)
+            futs += [pool.submit(_warm, n, d, i, k) for i in range(k)]
         try:
             for f in cf.as_completed(futs, timeout=args.budget_s * args.precompile_share):
                 try:
