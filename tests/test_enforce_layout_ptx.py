@@ -38,3 +38,42 @@ def test_rows_in_regs_variant_costs_what_free_order_costs(name, dtype, free_bloc
     assert variant.ld_global == free.ld_global, (free, variant)
     assert variant.shfl <= free.shfl and variant.st_shared <= free.st_shared, (free, variant)
     assert variant.bar <= free.bar, (free, variant)
+
+
+def _launch_counts(name: str, dtype: str, blocks: tuple, warps: int, how: bool | str, stages: int = 1) -> PtxCounts:
+    from collections import Counter
+
+    tot: Counter = Counter()
+    for ck in compile_launch(entry(name), dtype, Config(blocks, warps, stages), how):
+        tot.update(vars(PtxCounts.of(ck.ptx, ck.ttgir)))
+    return PtxCounts(**tot)
+
+
+# (kernel, dtype, free blocks at the H200's best free config, its warps, variant, variant blocks, warps, stages)
+SPLIT_CASES = [
+    ("row_sum_unaligned", "fp32", (("BLOCK_M", 1), ("N_MULT", 1)), 4, "split_chunks", (("R_LO", 4),), 8, 1),
+    ("layernorm_fwd", "bf16", (("N_MULT", 1),), 4, "thread_chunks", (), 4, 1),
+    ("layernorm_fwd", "bf16", (("N_MULT", 1),), 4, "split_top", (), 8, 1),
+]
+
+
+@pytest.mark.parametrize(("name", "dtype", "free_blocks", "free_w", "variant", "var_blocks", "var_w", "stages"),
+                         SPLIT_CASES, ids=[f"{c[0]}-{c[4]}" for c in SPLIT_CASES])
+def test_split_variants_cost_no_more_than_free_order(name, dtype, free_blocks, free_w, variant, var_blocks, var_w,
+                                                     stages) -> None:
+    """Low bits in registers, then lanes, and every warp level in one shared-memory round
+    (tree_sum_split): no more shuffles, shared stores or barriers than tl.sum at its best config."""
+    free = _launch_counts(name, dtype, free_blocks, free_w, False, stages)
+    var = _launch_counts(name, dtype, var_blocks, var_w, variant, stages)
+    assert var.shfl <= free.shfl and var.st_shared <= free.st_shared and var.bar <= free.bar, (free, var)
+
+
+def test_gemm_colsum_rows_in_regs_epilogue_shuffles_like_free_order() -> None:
+    """The wgmma accumulator keeps tile-row bits 3 and 6 in registers (128x128, 4 warps): with
+    them as the low logical bits the epilogue's lane levels shuffle what tl.sum shuffles."""
+    blocks = (("BLOCK_M", 128), ("BLOCK_N", 128))
+    free = _launch_counts("gemm_colsum", "fp16", blocks, 4, False, 3)
+    rewrite = _launch_counts("gemm_colsum", "fp16", blocks, 4, True, 3)
+    var = _launch_counts("gemm_colsum", "fp16", blocks, 4, "rows_in_regs", 3)
+    assert rewrite.shfl >= 3 * free.shfl, (free, rewrite)
+    assert var.shfl <= free.shfl + 8 and var.st_shared < rewrite.st_shared, (free, var, rewrite)
