@@ -269,6 +269,8 @@ def section_a(out_dir: Path, golden: list) -> None:
         for shape in shapes[1:]:
             for kind in ("ordinary", "wide", "tiny"):
                 plan.append((name, desc, shape, kind, more))
+    if CASES:
+        plan = [p for p in plan if any(c in p[0] for c in CASES)]
     for done, (name, desc, (m, n, k), kind, sub_tc) in enumerate(plan):
         scalar = desc.instruction == "fma"
         if sec_left() < 5:
@@ -602,6 +604,9 @@ def section_c() -> None:
             record("c", "planted residue moved", "ERROR", trace=traceback.format_exc())
 
 
+CASES: list[str] = []  # --cases: section a's family-name filter (empty: all)
+
+
 def main() -> int:
     global BUDGET, DEVICE
     ap = argparse.ArgumentParser()
@@ -616,7 +621,13 @@ def main() -> int:
         "--device", default="cuda", help="cpu: a dry run under TRITON_INTERPRET=1 (no bits checked)"
     )
     ap.add_argument("--small", action="store_true", help="tiny shapes (dry runs)")
+    ap.add_argument(
+        "--cases",
+        default="",
+        help="section a: only the families whose name contains one of these (comma list)",
+    )
     args = ap.parse_args()
+    CASES.extend(c.strip() for c in args.cases.split(",") if c.strip())
     BUDGET = args.budget_s
     DEVICE = args.device
     if args.small:
