@@ -651,7 +651,8 @@ def main() -> int:
     golden: list = []
     for s in args.sections:
         t = time.time()
-        SECTION_END[0] = t + SHARES.get(s, 1.0) * max(0.0, left())
+        share = 1.0 if s == args.sections[-1] else SHARES.get(s, 1.0)  # the last section gets what is left
+        SECTION_END[0] = t + share * max(0.0, left())
         try:
             {
                 "a": lambda: section_a(out, golden),
