@@ -78,3 +78,26 @@ def test_kernels_check_dry_run_catches_the_planted_defects(tmp_path: Path) -> No
     assert {r["case"].split()[2] for r in summary} >= {"bias", "relu", "residual"}, summary
     assert all("ordinary" in r and "wide" in r for r in summary), summary
     assert not [r for r in results if r["status"] == "ERROR"], [r for r in results if r["status"] == "ERROR"]
+
+
+def test_gemm_bench_with_no_budget_still_writes_its_tables(tmp_path: Path) -> None:
+    out = tmp_path / "bench0"
+    args = [str(REPO / "runners/device/kernels_bench.py"), "--out", str(out), "--dry-run", "--per-cell", "2",
+            "--no-compile", "--budget-s", "0"]  # fmt: skip
+    proc = _run(args, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (
+        "stopping the main pass after 0 shapes" in proc.stdout and "stopping the fused sweep" in proc.stdout
+    )
+    assert (out / "gemm_bench.md").exists() and (out / "gemm_bench.csv").exists()
+
+
+def test_kernels_check_cases_filter_section_a(tmp_path: Path) -> None:
+    out = tmp_path / "check_a"
+    args = [str(REPO / "runners/device/kernels_check.py"), "--out", str(out), "--device", "cpu", "--small",
+            "--sections", "a", "--cases", "single_pass fp16->fp32", "--budget-s", "300"]  # fmt: skip
+    proc = _run(args, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    results = json.loads((out / "kernels_check.json").read_text())
+    assert results and all(r["case"].startswith("single_pass fp16->fp32 ") for r in results), results
+    assert not [r for r in results if r["status"] == "ERROR"], results
