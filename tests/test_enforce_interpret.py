@@ -177,7 +177,8 @@ def test_pinned_variants_return_the_pinned_bytes(interp, name: str) -> None:
 
 @pytest.mark.parametrize(("block_m", "warps", "variant"), [(128, 4, "rows_in_regs"), (128, 4, "warp_partials"),
                                                            (128, 8, "warp_partials"), (64, 4, "rows_in_regs"),
-                                                           (64, 8, "warp_partials")])
+                                                           (64, 8, "warp_partials"), (128, 4, "split_warps"),
+                                                           (128, 8, "split_warps"), (64, 4, "split_warps")])
 def test_gemm_colsum_epilogue_variants_fold_the_model_tree(interp, block_m: int, warps: int, variant: str) -> None:
     """gemm_colsum's variants permute tile rows (register row bits = low logical bits) and may store
     one partial per warp; stage 2 over the partials must still be the model's tree over all rows.
@@ -194,22 +195,24 @@ def test_gemm_colsum_epilogue_variants_fold_the_model_tree(interp, block_m: int,
 
     @triton.jit
     def epilogue(C, PART, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LO0: tl.constexpr,
-                 LO1: tl.constexpr, PARTS_LOG: tl.constexpr):
+                 LO1: tl.constexpr, PARTS_LOG: tl.constexpr, SPLIT_LOG: tl.constexpr):
         rm = tl.program_id(0) * BLOCK_M + _gemm.tile_rows(BLOCK_M, LO0, LO1)
         rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
         cmask = (rm[:, None] < M) & (rn[None, :] < N)
         c = tl.load(C + rm[:, None] * N + rn[None, :], mask=cmask, other=0.0)
-        _gemm.store_tile_partials(tl.where(cmask, c, 0.0), PART, tl.program_id(0), rn, N, LO0, LO1, PARTS_LOG)
+        _gemm.store_tile_partials(tl.where(cmask, c, 0.0), PART, tl.program_id(0), rn, N, LO0, LO1, PARTS_LOG,
+                                   SPLIT_LOG)
 
     rng = np.random.default_rng(11)
     M, N, bn = 2 * block_m + 40, 24, 16  # a partial last tile: padded like the rewrite
     c = (rng.standard_normal((M, N)) * np.exp2(rng.integers(-20, 20, (M, N)))).astype(np.float32)
     lo0, lo1, wb = g.acc_row_bits(block_m, warps)
     pl = wb if variant == "warp_partials" else 0
+    sl = wb if variant == "split_warps" else 0
     mt = triton.cdiv(M, block_m) << pl
     part = torch.empty((mt, N), dtype=torch.float32)
     epilogue[(triton.cdiv(M, block_m), triton.cdiv(N, bn))](torch.from_numpy(c), part, M, N, BLOCK_M=block_m,
-                                                            BLOCK_N=bn, LO0=lo0, LO1=lo1, PARTS_LOG=pl)
+                                                            BLOCK_N=bn, LO0=lo0, LO1=lo1, PARTS_LOG=pl, SPLIT_LOG=sl)
     out = torch.empty(N, dtype=torch.float32)
     kernel_for(g.col_partials_sum_kernel, True)[(1,)](part, out, mt, N, BLOCK_P=next_pow2(mt), BLOCK_N=32)
     want = model.tree_sum(c, axis=0)

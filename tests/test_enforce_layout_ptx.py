@@ -77,3 +77,6 @@ def test_gemm_colsum_rows_in_regs_epilogue_shuffles_like_free_order() -> None:
     var = _launch_counts("gemm_colsum", "fp16", blocks, 4, "rows_in_regs", 3)
     assert rewrite.shfl >= 3 * free.shfl, (free, rewrite)
     assert var.shfl <= free.shfl + 8 and var.st_shared < rewrite.st_shared, (free, var, rewrite)
+    # and with the two warp levels in one shared-memory round: no more than tl.sum at all
+    split = _launch_counts("gemm_colsum", "fp16", blocks, 4, "split_warps", 3)
+    assert split.shfl <= free.shfl and split.st_shared <= free.st_shared and split.bar <= free.bar, (free, split)

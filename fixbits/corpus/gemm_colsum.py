@@ -18,7 +18,7 @@ import triton.language as tl
 from fixbits.corpus.common import Config, draw, kernel_for, launch_opts, next_pow2, ptr
 from fixbits.corpus.layernorm_bwd import col_partials_sum_kernel
 from fixbits.enforce import model
-from fixbits.enforce.tree import tree_sum
+from fixbits.enforce.tree import _add, tree_sum
 
 
 @triton.jit
@@ -77,7 +77,8 @@ def _bits_shape(log_m, bn):
 @triton.jit
 def gemm_colsum_rows_in_regs_kernel(A, B, C, PART, M, N, K, stride_am, stride_bk, stride_cm,
                                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                                    LO0: tl.constexpr, LO1: tl.constexpr, PARTS_LOG: tl.constexpr):
+                                    LO0: tl.constexpr, LO1: tl.constexpr, PARTS_LOG: tl.constexpr,
+                                    SPLIT_LOG: tl.constexpr):
     # The same GEMM, written for the pinned tree: tile row p holds logical row L(p), where the row
     # bits the wgmma accumulator keeps in registers (LO0, LO1) are L's lowest bits, so the first
     # tree levels are register adds, then lane shuffles. With PARTS_LOG > 0 the top logical bits
@@ -98,7 +99,7 @@ def gemm_colsum_rows_in_regs_kernel(A, B, C, PART, M, N, K, stride_am, stride_bk
         acc = tl.dot(a, b, acc)
     cmask = (rm[:, None] < M) & (rn[None, :] < N)
     tl.store(C + rm[:, None] * stride_cm + rn[None, :], acc, mask=cmask)
-    store_tile_partials(tl.where(cmask, acc, 0.0), PART, pid_m, rn, N, LO0, LO1, PARTS_LOG)
+    store_tile_partials(tl.where(cmask, acc, 0.0), PART, pid_m, rn, N, LO0, LO1, PARTS_LOG, SPLIT_LOG)
 
 
 @triton.jit
@@ -114,20 +115,31 @@ def tile_rows(BLOCK_M: tl.constexpr, LO0: tl.constexpr, LO1: tl.constexpr):
 
 
 @triton.jit
-def store_tile_partials(x, PART, pid_m, rn, N, LO0: tl.constexpr, LO1: tl.constexpr, PARTS_LOG: tl.constexpr):
-    """Tree over the tile's logical rows (all, or all but the top PARTS_LOG bits), stored to PART."""
+def store_tile_partials(x, PART, pid_m, rn, N, LO0: tl.constexpr, LO1: tl.constexpr, PARTS_LOG: tl.constexpr,
+                        SPLIT_LOG: tl.constexpr = 0):
+    """Tree over the tile's logical rows (all, or all but the top PARTS_LOG bits), stored to PART.
+
+    SPLIT_LOG > 0: the top SPLIT_LOG logical bits (the warp bits) are folded by tl.split after
+    one layout change (one shared-memory round) instead of one tt.reduce round per bit."""
     BLOCK_M: tl.constexpr = x.shape[0]
     BLOCK_N: tl.constexpr = x.shape[1]
     LOG_M: tl.constexpr = _log2c(BLOCK_M)
     ORDER: tl.constexpr = _row_order(LOG_M, LO0, LO1)
     y = tl.reshape(x, _bits_shape(LOG_M, BLOCK_N))
-    part = tl.reshape(tree_sum(y, _tree_axes(ORDER, LOG_M - PARTS_LOG)), (1 << PARTS_LOG, BLOCK_N))
+    TOP: tl.constexpr = PARTS_LOG + SPLIT_LOG
+    part = tl.reshape(tree_sum(y, _tree_axes(ORDER, LOG_M - TOP)), (1 << TOP, BLOCK_N))
+    if SPLIT_LOG > 0:
+        q = tl.permute(part, (1, 0))  # (BLOCK_N, chunks): the pairs of each level last
+        for j in tl.static_range(SPLIT_LOG):
+            a, b = tl.split(tl.reshape(q, (BLOCK_N, 1 << (SPLIT_LOG - j - 1), 2)))
+            q = tl.reshape(_add(a, b), (BLOCK_N, 1 << (SPLIT_LOG - j - 1)))
+        part = tl.reshape(q, (1, BLOCK_N))
     prow = pid_m * (1 << PARTS_LOG) + tl.arange(0, 1 << PARTS_LOG)
     tl.store(PART + prow[:, None] * N + rn[None, :], part, mask=rn[None, :] < N)
 
 
 KERNELS = (gemm_colsum_kernel, gemm_colsum_rows_in_regs_kernel, col_partials_sum_kernel)
-VARIANTS = ("rows_in_regs", "warp_partials")
+VARIANTS = ("rows_in_regs", "warp_partials", "split_warps")
 CPU_REPLAY: tuple[str, ...] = ()  # the model sums the GPU's own C
 BLOCK_K = 64
 
@@ -166,11 +178,13 @@ def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: b
     if pinned in VARIANTS:
         lo0, lo1, warp_bits = acc_row_bits(bm, cfg.num_warps)
         parts_log = warp_bits if pinned == "warp_partials" else 0
+        split_log = warp_bits if pinned == "split_warps" else 0
         mt = mt << parts_log
         part = torch.empty((mt, N), dtype=torch.float32, device=a.device)
         gemm_colsum_rows_in_regs_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn))](
             a, b, c, part, M, N, K, a.stride(0), b.stride(0), c.stride(0),
-            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=BLOCK_K, LO0=lo0, LO1=lo1, PARTS_LOG=parts_log, **opts)
+            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=BLOCK_K, LO0=lo0, LO1=lo1, PARTS_LOG=parts_log,
+            SPLIT_LOG=split_log, **opts)
     else:
         kernel_for(gemm_colsum_kernel, pinned)[(mt, triton.cdiv(N, bn))](
             a, b, c, part, M, N, K, a.stride(0), b.stride(0), c.stride(0),
