@@ -80,3 +80,30 @@ def test_gemm_colsum_rows_in_regs_epilogue_shuffles_like_free_order() -> None:
     # and with the two warp levels in one shared-memory round: no more than tl.sum at all
     split = _launch_counts("gemm_colsum", "fp16", blocks, 4, "split_warps", 3)
     assert split.shfl <= free.shfl and split.st_shared <= free.st_shared and split.bar <= free.bar, (free, split)
+
+
+@pytest.mark.parametrize(("block_m", "warps"), [(64, 4), (64, 8), (128, 4), (128, 8)])
+def test_gemm_acc_row_bits_match_the_compiled_accumulator_layout(block_m: int, warps: int) -> None:
+    """acc_row_bits (which tile-row bits the sm_90 accumulator keeps in registers / warps) read
+    against the linear layout Triton gives the epilogue's (2,)*log2(BLOCK_M) + (BLOCK_N,) view."""
+    import re
+
+    from fixbits.corpus.gemm_colsum import acc_row_bits
+
+    (ck, *_) = compile_launch(entry("gemm_colsum"), "fp16", Config((("BLOCK_M", block_m), ("BLOCK_N", 64)), warps, 3),
+                              "split_warps")
+    lin = next(ln for ln in ck.ttgir.splitlines() if ln.startswith("#linear = "))
+    log_m = block_m.bit_length() - 1
+
+    def row_bits(kind: str) -> set[int]:
+        body = re.search(kind + r" = \[(.*?)\]\]", lin)
+        bases = re.findall(r"\[([\d, ]+)\]", body.group(1) + "]") if body else []
+        out = set()
+        for b in bases:
+            v = [int(t) for t in b.split(",")]
+            out |= {log_m - 1 - d for d in range(log_m) if v[d]}
+        return out
+
+    lo0, lo1, warp_bits = acc_row_bits(block_m, warps)
+    assert row_bits("register") == {b for b in (lo0, lo1) if b >= 0}, lin
+    assert len(row_bits("warp")) == warp_bits and row_bits("lane") == {0, 1, 2}, lin
