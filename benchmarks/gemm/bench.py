@@ -278,6 +278,35 @@ def measure_shape(i: int, row: dict, bench, gemm: dict | None = None) -> None:
     measure_fused(row, bench, a, b, desc, via)
 
 
+def host_us(fn, reps: int) -> float:
+    """CPU microseconds per call to enqueue ``fn`` (no sync inside the loop): the host side of
+    a whole call, Triton's or cuBLAS's launch included."""
+    import torch
+
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    dt = time.perf_counter() - t
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+    return dt / reps * 1e6
+
+
+def graph_times(row: dict, bench, ours: str, f_ours, ref: str, f_ref) -> None:
+    """GPU times of both sides in CUDA graphs; a capture failure is recorded, not fatal (the
+    whole-call numbers and the byte checks of the row still count)."""
+    try:
+        row[f"t_{ours}_gpu_ms"] = bench(f_ours, "graph")
+        row[f"t_{ref}_gpu_ms"] = bench(f_ref, "graph")
+        speed = "speed_ours_gpu" if ours == "ours" else f"speed_{ours}_gpu"
+        row[speed] = row[f"t_{ref}_gpu_ms"] / row[f"t_{ours}_gpu_ms"]
+    except Exception as exc:
+        row[f"{ours}_graph_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        print(f"[graph] {row['m']}x{row['n']}x{row['k']} {ours}: {row[f'{ours}_graph_error']}", flush=True)
+
+
 def measure_gemm(row: dict, bench, a, b, via) -> None:
     import torch
 
@@ -287,9 +316,12 @@ def measure_gemm(row: dict, bench, a, b, via) -> None:
     row["t_ours_ms"] = bench(lambda: matmul(a, b, desc=via, out_dtype="fp16"))
     row["t_cublas_ms"] = bench(lambda: torch.mm(a, b))
     row["speed_ours"] = row["t_cublas_ms"] / row["t_ours_ms"]
-    row["t_ours_gpu_ms"] = bench(lambda: matmul(a, b, desc=via, out_dtype="fp16"), "graph")
-    row["t_cublas_gpu_ms"] = bench(lambda: torch.mm(a, b), "graph")
-    row["speed_ours_gpu"] = row["t_cublas_gpu_ms"] / row["t_ours_gpu_ms"]
+    graph_times(
+        row, bench, "ours", lambda: matmul(a, b, desc=via, out_dtype="fp16"), "cublas", lambda: torch.mm(a, b)
+    )
+    reps = 50 if row["t_ours_ms"] < 0.5 else 5
+    row["host_us_ours"] = host_us(lambda: matmul(a, b, desc=via, out_dtype="fp16"), reps)
+    row["host_us_cublas"] = host_us(lambda: torch.mm(a, b), reps)
     row["tflops_ours"] = 2 * m * n * k / row["t_ours_ms"] / 1e9
     row["tflops_cublas"] = 2 * m * n * k / row["t_cublas_ms"] / 1e9
     row["splitk_tail_lost"] = tail_lost(m, n, k)
@@ -329,9 +361,7 @@ def measure_fused(row: dict, bench, a, b, desc, via) -> None:
     row["t_fused_ms"] = bench(fused)
     row["t_pair_ms"] = bench(pair)
     row["speed_fused"] = row["t_pair_ms"] / row["t_fused_ms"]
-    row["t_fused_gpu_ms"] = bench(fused, "graph")
-    row["t_pair_gpu_ms"] = bench(pair, "graph")
-    row["speed_fused_gpu"] = row["t_pair_gpu_ms"] / row["t_fused_gpu_ms"]
+    graph_times(row, bench, "fused", fused, "pair", pair)
     row["fused_bytes_equal_cublas_pair"] = bool(
         torch.equal(fused().view(torch.int16), pair().view(torch.int16))
     )
@@ -516,6 +546,15 @@ def write_outputs(rows, out: Path, *, quiet: bool = False) -> None:
         lines.append(
             f"| {e} | {len(sel)} | {geomean([r['speed_fused'] for r in sel]):.3f} | {gpu:.3f} | {eq}/{len(sel)} |"
         )
+    hs = [
+        (r["host_us_ours"], r["host_us_cublas"])
+        for r in rows
+        if r.get("host_us_ours") and r.get("host_us_cublas")
+    ]
+    if hs:
+        med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+        lines += ["", f"Host time per call (CPU us to enqueue, median over {len(hs)} shapes): fixbits.matmul "
+                  f"{med([h[0] for h in hs]):.1f}, torch.mm {med([h[1] for h in hs]):.1f}"]  # fmt: skip
     tail = [r for r in rows if r.get("splitk_tail_lost")]
     full = [r for r in rows if not r.get("splitk_tail_lost") and "bytes_equal_cublas" in r]
     eq = sum(1 for r in full if r.get("bytes_equal_cublas"))
