@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 
 from _kernels_aot import Sm90Launches  # noqa: E402
 
-from fixbits.desc import GEMMDesc  # noqa: E402
+from fixbits.desc import GEMMDesc, KCut  # noqa: E402
 from fixbits.kernels._host import KernelConfig, torch_dtype  # noqa: E402
 from fixbits.kernels.per_mma import per_mma_matmul  # noqa: E402
 
@@ -29,6 +29,7 @@ CASES = {
     "fp16 P1": TC.replace(promotion_interval=1),
     "fp16 P4 res-first": TC.replace(promotion_interval=4, residue="first"),
     "bf16 P2": TC.replace(in_dtype="bf16", promotion_interval=2),
+    "splitk_per_mma fp16 P2 2 parts": TC.replace(promotion_interval=2, k_cuts=(KCut("contiguous", count=2),)),
     "fp8 P4": TC.replace(
         in_dtype="fp8_e4m3", instruction_k=32, k_loop_step=128, promotion_interval=4, out_dtype="fp16"
     ),  # fmt: skip
@@ -62,9 +63,12 @@ def test_per_mma_dots_start_from_zero(case: str, cfg_name: str) -> None:
     desc = CASES[case]
     dt = torch_dtype(desc.in_dtype)
     a, b = torch.zeros((24, 1000), dtype=dt), torch.zeros((1000, 40), dtype=dt)
+    fn = per_mma_matmul
+    if desc.k_cuts:
+        from fixbits.kernels.splitk_per_mma import splitk_per_mma_matmul as fn
     with Sm90Launches() as launches:
-        per_mma_matmul(a, b, desc, config=CONFIGS[cfg_name])
-    ttir = launches.kernels[-1].asm["ttir"]
+        fn(a, b, desc, config=CONFIGS[cfg_name])
+    ttir = "\n".join(k.asm["ttir"] for k in launches.kernels)  # split-K: the parts kernel and the merge
     assert dot_accumulators(ttir), "no tt.dot found in the TTIR"
     assert bad_dots(ttir) == [], f"{case} {cfg_name}: dots accumulate into {bad_dots(ttir)}"
 
