@@ -40,6 +40,24 @@ def layernorm_fwd_kernel(X, W, B, Y, Mean, Rstd, N, stride_m, eps, BLOCK_N: tl.c
 
 
 @triton.jit
+def _rows_split(X, W, B, Y, Mean, Rstd, N, stride_m, eps, row, cols, mask, TOP: tl.constexpr):
+    # One row's statistics and output for any column layout (cols of any rank): both row sums go
+    # through tree_sum_split, whose TOP partials above one warp's span fold after one shared round.
+    x = tl.load(X + row * stride_m + cols, mask=mask, other=0.0).to(tl.float32)
+    nf = N * 1.0
+    mean = tl.div_rn(tree_sum_split(x, TOP), nf)
+    diff = tl.where(mask, x - mean, 0.0)
+    var = tl.div_rn(tree_sum_split(diff * diff, TOP), nf)
+    rstd = tl.div_rn(1.0, tl.sqrt_rn(var + eps))
+    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
+    y = diff * rstd * w + b
+    tl.store(Y + row * stride_m + cols, y.to(Y.dtype.element_ty), mask=mask)
+    tl.store(Mean + row, mean)
+    tl.store(Rstd + row, rstd)
+
+
+@triton.jit
 def layernorm_fwd_thread_chunks_kernel(X, W, B, Y, Mean, Rstd, N, stride_m, eps, T: tl.constexpr, R: tl.constexpr,
                                        V: tl.constexpr, WARPS: tl.constexpr):
     # The same row statistics, written for the pinned tree: column = (t * R + r) * V + v, so each
@@ -53,18 +71,7 @@ def layernorm_fwd_thread_chunks_kernel(X, W, B, Y, Mean, Rstd, N, stride_m, eps,
     v = tl.arange(0, V)[None, None, :]
     cols = (t * R + r) * V + v
     mask = cols < N
-    x = tl.load(X + row * stride_m + cols, mask=mask, other=0.0).to(tl.float32)
-    nf = N * 1.0
-    mean = tl.div_rn(tree_sum_split(x, WARPS), nf)
-    diff = tl.where(mask, x - mean, 0.0)
-    var = tl.div_rn(tree_sum_split(diff * diff, WARPS), nf)
-    rstd = tl.div_rn(1.0, tl.sqrt_rn(var + eps))
-    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-    b = tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
-    y = diff * rstd * w + b
-    tl.store(Y + row * stride_m + cols, y.to(Y.dtype.element_ty), mask=mask)
-    tl.store(Mean + row, mean)
-    tl.store(Rstd + row, rstd)
+    _rows_split(X, W, B, Y, Mean, Rstd, N, stride_m, eps, row, cols, mask, WARPS)
 
 
 @triton.jit
@@ -75,18 +82,7 @@ def layernorm_fwd_split_top_kernel(X, W, B, Y, Mean, Rstd, N, stride_m, eps, BLO
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
-    x = tl.load(X + row * stride_m + cols, mask=mask, other=0.0).to(tl.float32)
-    nf = N * 1.0
-    mean = tl.div_rn(tree_sum_split(x, TOP), nf)
-    diff = tl.where(mask, x - mean, 0.0)
-    var = tl.div_rn(tree_sum_split(diff * diff, TOP), nf)
-    rstd = tl.div_rn(1.0, tl.sqrt_rn(var + eps))
-    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-    b = tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
-    y = diff * rstd * w + b
-    tl.store(Y + row * stride_m + cols, y.to(Y.dtype.element_ty), mask=mask)
-    tl.store(Mean + row, mean)
-    tl.store(Rstd + row, rstd)
+    _rows_split(X, W, B, Y, Mean, Rstd, N, stride_m, eps, row, cols, mask, TOP)
 
 
 KERNELS = (layernorm_fwd_kernel, layernorm_fwd_thread_chunks_kernel, layernorm_fwd_split_top_kernel)
