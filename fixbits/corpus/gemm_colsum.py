@@ -22,12 +22,10 @@ from fixbits.enforce.tree import _add, tree_sum
 
 
 @triton.jit
-def gemm_colsum_kernel(A, B, C, PART, M, N, K, stride_am, stride_bk, stride_cm,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+def _tile_product(A, B, C, rm, rn, M, N, K, stride_am, stride_bk, stride_cm, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    # The GEMM tile both kernels share (one fp32 accumulator over K in BLOCK_K steps), stored to C;
+    # only the row order rm and the column-sum epilogue differ between them.
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
@@ -38,6 +36,17 @@ def gemm_colsum_kernel(A, B, C, PART, M, N, K, stride_am, stride_bk, stride_cm,
         acc = tl.dot(a, b, acc)
     cmask = (rm[:, None] < M) & (rn[None, :] < N)
     tl.store(C + rm[:, None] * stride_cm + rn[None, :], acc, mask=cmask)
+    return acc, cmask
+
+
+@triton.jit
+def gemm_colsum_kernel(A, B, C, PART, M, N, K, stride_am, stride_bk, stride_cm,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc, cmask = _tile_product(A, B, C, rm, rn, M, N, K, stride_am, stride_bk, stride_cm, BLOCK_M, BLOCK_N, BLOCK_K)
     part = tl.sum(tl.where(cmask, acc, 0.0), axis=0)
     tl.store(PART + pid_m * N + rn, part, mask=rn < N)
 
@@ -89,16 +98,7 @@ def gemm_colsum_rows_in_regs_kernel(A, B, C, PART, M, N, K, stride_am, stride_bk
     pid_n = tl.program_id(1)
     rm = pid_m * BLOCK_M + tile_rows(BLOCK_M, LO0, LO1)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        a = tl.load(A + rm[:, None] * stride_am + (k0 + rk)[None, :],
-                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
-        b = tl.load(B + (k0 + rk)[:, None] * stride_bk + rn[None, :],
-                    mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc)
-    cmask = (rm[:, None] < M) & (rn[None, :] < N)
-    tl.store(C + rm[:, None] * stride_cm + rn[None, :], acc, mask=cmask)
+    acc, cmask = _tile_product(A, B, C, rm, rn, M, N, K, stride_am, stride_bk, stride_cm, BLOCK_M, BLOCK_N, BLOCK_K)
     store_tile_partials(tl.where(cmask, acc, 0.0), PART, pid_m, rn, N, LO0, LO1, PARTS_LOG, SPLIT_LOG)
 
 
