@@ -70,8 +70,15 @@ def resolve_desc(m: int, n: int, k: int, in_dtype: str, out_dtype: str, device: 
         raise MatmulUnavailable(
             f"no arch profile for {arch}, cuBLASLt {versions}, {in_dtype}->{out_dtype}: {errors[-1] if errors else ''}"
         )
+    return lookup_desc(profile, answer, m, n, k, in_dtype, out_dtype, arch)
+
+
+def lookup_desc(profile: Any, answer: Any, m: int, n: int, k: int, in_dtype: str, out_dtype: str,
+                arch: str) -> GEMMDesc:
+    """The profile's descriptor for this answer at this K: an answer whose arithmetic changes
+    with K (split by K in the profile) needs K to pick its variant."""
     try:
-        return profile.lookup(answer)
+        return profile.lookup(answer, k=k)
     except Exception as exc:  # NotInProfile and friends
         key = answer.key() if hasattr(answer, "key") else answer
         raise MatmulUnavailable(
