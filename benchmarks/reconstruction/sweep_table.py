@@ -17,6 +17,12 @@ OUTCOMES = ("match", "not_in_profile", "tail_defect", "wrong_entry", "no_algorit
             "check_error", "error")
 
 
+def _rate(c: Counter[str]) -> str:
+    """Match rate over the shapes the emulator was compared on (an entry existed for them)."""
+    compared = c.get("match", 0) + c.get("tail_defect", 0) + c.get("wrong_entry", 0)
+    return f"{c.get('match', 0)}/{compared} = {c.get('match', 0) / max(1, compared):.1%}"
+
+
 def table(path: Path) -> str:
     counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     comps: Counter[tuple[str, str]] = Counter()
@@ -25,12 +31,12 @@ def table(path: Path) -> str:
             key = (f"{r['dtype']}->{r['out_dtype']}", r["set"])
             counts[key][r["outcome"]] += 1
             comps[key] += int(r["comparisons"] or 0)
-    head = "| pair | set | shapes | " + " | ".join(OUTCOMES) + " | match rate | byte comparisons |"
-    lines = [head, "|" + "---|" * (len(OUTCOMES) + 5)]
+    head = "| pair | set | shapes | " + " | ".join(OUTCOMES) + " | match rate | match / compared | byte comparisons |"
+    lines = [head, "|" + "---|" * (len(OUTCOMES) + 6)]
     for (pair, which), c in sorted(counts.items()):
         n = sum(c.values())
         lines.append(f"| {pair} | {which} | {n} | " + " | ".join(str(c.get(o, 0)) for o in OUTCOMES)
-                     + f" | {c.get('match', 0) / max(1, n):.1%} | {comps[(pair, which)]} |")
+                     + f" | {c.get('match', 0) / max(1, n):.1%} | {_rate(c)} | {comps[(pair, which)]} |")
     return "\n".join(lines) + "\n"
 
 

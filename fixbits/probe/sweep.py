@@ -281,6 +281,8 @@ class Checker:
         for rec in recs:
             row = {f: rec.get(f, "") for f in FIELDS}
             row["answer"] = rec.get("key", "")
+            if isinstance(row["draws"], list):  # the collected draw specs: the csv keeps their count
+                row["draws"] = len(row["draws"])
             row["note"] = rec.get("error", "")
             i = len(self.rows)
             self.rows.append(row)
