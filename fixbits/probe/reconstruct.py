@@ -237,7 +237,27 @@ def _verify_shapes(task: dict[str, Any], count: int, exclude: tuple[int, int, in
         ks.add(sh[2])
         if len(out) >= count:
             break
-    return out
+    return out + _coverage_shapes(prio + group, out, exclude)
+
+
+def _coverage_shapes(pool: list[tuple[int, ...]], chosen: list[tuple[int, int, int]],
+                     exclude: tuple[int, int, int] | None) -> list[tuple[int, int, int]]:
+    """Shapes the cheapest picks leave out but the H200 showed to matter (run s2b): the answer's
+    deepest K (a gemmSN chain cuts K into fixed chunks that only a K past the probe's shows) and
+    a K that is a multiple of 64 (split-K spans then round to 64, not 8). At most two more."""
+    extra: list[tuple[int, int, int]] = []
+    cand = [s for s in pool if s != exclude and s not in chosen]
+    if not cand:
+        return extra
+    have = [s[2] for s in chosen] + ([exclude[2]] if exclude else [])
+    deep = max(cand, key=lambda s: (s[2], -_cost(s)))  # type: ignore[arg-type]
+    if not have or deep[2] > max(have):
+        extra.append(deep)  # type: ignore[arg-type]
+    if not any(k % 64 == 0 for k in have + [s[2] for s in extra]):
+        al = [s for s in cand if s[2] % 64 == 0 and s not in extra]
+        if al:
+            extra.append(min(al, key=_cost))  # type: ignore[arg-type]
+    return extra
 
 
 def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str, Any]]:
