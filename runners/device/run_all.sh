@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call runs several device scripts in turn, each under its own time budget, and
 # packs every result into one archive (the device tool returns at most 8 files).
-# usage: bash runners/device/run_all.sh name:budget_s [name:budget_s ...]   (OUT must be set)
+# usage: bash runners/device/run_all.sh name:budget_s[:extra,args] [...]   (OUT must be set)
+#   e.g. kernels_bench:330:--per-cell,3,--compile-share,0.2  (commas become spaces)
 set -u
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
@@ -13,9 +14,11 @@ export PYTHONUNBUFFERED=1
 R=/tmp/fixbits_results; mkdir -p "$R"
 start=$(date +%s)
 for spec in "$@"; do
-  name=${spec%%:*}; budget=${spec##*:}
+  name=${spec%%:*}; rest=${spec#*:}; budget=${rest%%:*}; extra=""
+  [ "$rest" != "$budget" ] && extra=${rest#*:}
+  IFS=',' read -r -a args <<< "$extra"
   t0=$(date +%s)
-  timeout $((budget + 90)) python3 "runners/device/$name.py" --out "$R/$name" --budget-s "$budget" > "$R/$name.log" 2>&1
+  timeout $((budget + 90)) python3 "runners/device/$name.py" --out "$R/$name" --budget-s "$budget" "${args[@]}" > "$R/$name.log" 2>&1
   rc=$?
   echo "=== $name rc=$rc wall=$(( $(date +%s) - t0 ))s"
   tail -n 30 "$R/$name.log" | cut -c1-220
