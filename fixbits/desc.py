@@ -97,6 +97,9 @@ class KCut:
     span = granule * ceil(floor(n / count) / granule) and every part, the last included,
     stops at its span, so the last n - count*span elements are never summed when that is
     positive (the split-K tail defect) and the trailing parts are short or empty otherwise.
+    ``aligned_granule`` (count cuts only): when the cut length n is a multiple of it, spans
+    round to it instead of ``granule`` (cuBLASLt 13.1 split-K on the H200, run s2b: spans round
+    to 64 when 64 | K, else to 8; 16 | K and 32 | K keep 8). None: ``granule`` always.
     STRIDED: tiles of ``span`` elements dealt round-robin to ``count`` groups.
     """
 
@@ -106,6 +109,7 @@ class KCut:
     granule: int = 1
     span_rule: SpanRule = "ceil"
     merge: Merge = "chain"
+    aligned_granule: int | None = None
 
     def __post_init__(self) -> None:
         _choice("k_cuts.layout", self.layout, LAYOUTS)
@@ -114,6 +118,9 @@ class KCut:
         _positive("k_cuts.count", self.count, optional=True)
         _positive("k_cuts.span", self.span, optional=True)
         _positive("k_cuts.granule", self.granule)
+        _positive("k_cuts.aligned_granule", self.aligned_granule, optional=True)
+        if self.aligned_granule is not None and (self.layout != "contiguous" or self.count is None):
+            raise DescError("k_cuts: aligned_granule applies to count cuts only")
         if self.layout == "strided" and (self.count is None or self.span is None):
             raise DescError("k_cuts: a strided cut needs both count (groups) and span (tile)")
         if self.layout == "contiguous" and (self.count is None) == (self.span is None):
@@ -121,6 +128,18 @@ class KCut:
         if self.merge != "chain":
             if self.count is None or self.count & (self.count - 1):
                 raise DescError(f"k_cuts: merge={self.merge} needs a power-of-two count, got {self.count}")
+
+    def granule_for(self, n: int) -> int:
+        """The span granule this count cut uses on a length of n."""
+        a = self.aligned_granule
+        return a if a is not None and n and n % a == 0 else self.granule
+
+    def to_dict(self) -> dict[str, Any]:
+        """Field mapping; ``aligned_granule`` only when set (descriptor hashes from before it stay)."""
+        d = dataclasses.asdict(self)
+        if d["aligned_granule"] is None:
+            del d["aligned_granule"]
+        return d
 
     def parts(self, n: int) -> list[list[tuple[int, int]]]:
         """Cut n elements; each part is its ordered list of [start, stop) runs."""
@@ -133,12 +152,13 @@ class KCut:
         if self.span is not None:
             return [[(s, min(n, s + self.span))] for s in range(0, max(n, 1), self.span)] if n else [[]]
         assert self.count is not None
+        g = self.granule_for(n)
         if self.span_rule == "tail_dropped":
-            span = self.granule * -(-(n // self.count) // self.granule)
+            span = g * -(-(n // self.count) // g)
         else:
-            granules = n / (self.count * self.granule)
+            granules = n / (self.count * g)
             rounded = math.floor(granules) if self.span_rule == "floor" else math.ceil(granules)
-            span = rounded * self.granule
+            span = rounded * g
         out: list[list[tuple[int, int]]] = []
         for i in range(self.count):
             start = min(n, i * span)
@@ -221,7 +241,7 @@ class GEMMDesc:
     # -- identity ---------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["k_cuts"] = [dict(c) for c in d["k_cuts"]]
+        d["k_cuts"] = [c.to_dict() for c in self.k_cuts]
         d["epilogue"] = [dict(e) for e in d["epilogue"]]
         return d
 

@@ -18,6 +18,7 @@ def cuts() -> st.SearchStrategy[KCut]:
         count=st.integers(1, 64),
         granule=st.sampled_from([1, 16, 64, 128]),
         span_rule=st.sampled_from(["ceil", "floor", "tail_dropped"]),
+        aligned_granule=st.sampled_from([None, None, 64, 128]),
     )
     contiguous_span = st.builds(KCut, layout=st.just("contiguous"), span=st.integers(1, 4096))
     strided = st.builds(
