@@ -17,6 +17,8 @@ from fixbits.desc import _INSTRUCTION_K, GEMMDesc, KCut
 
 GRANULES = (1, 8, 16, 32, 64, 128, 256)
 RULES = ("ceil", "floor", "tail_dropped")
+# split-K spans that round to a coarser granule when it divides K (KCut.aligned_granule)
+ALIGNED_GRANULES = (64,)
 STEPS = (32, 64, 128, 256)
 PROMOTIONS = (1, 2, 4, 8, 16)
 POW2 = (2, 4, 8, 16, 32, 64, 128, 256)

@@ -457,7 +457,8 @@ def _bits_of(call: Call) -> list[int]:
 
 
 def _split_alternatives(desc: GEMMDesc, k: int) -> list[GEMMDesc]:
-    """Other (granule, span_rule) of the level-0 count cut that cut this K the same way."""
+    """Other (granule, aligned granule, span_rule) of the level-0 count cut that cut this K the
+    same way (aligned 64: cuBLASLt 13.1 split-K rounds spans to 64 when 64 | K, else to 8)."""
     if not desc.k_cuts or desc.k_cuts[0].count is None or desc.k_cuts[0].layout != "contiguous":
         return []
     cut = desc.k_cuts[0]
@@ -465,9 +466,11 @@ def _split_alternatives(desc: GEMMDesc, k: int) -> list[GEMMDesc]:
     out = []
     for rule in C.RULES:
         for g in C.GRANULES:
-            alt = KCut("contiguous", count=cut.count, granule=g, span_rule=rule, merge=cut.merge)
-            if alt != cut and alt.parts(k) == want:
-                out.append(desc.replace(k_cuts=(alt,) + desc.k_cuts[1:]))
+            for aligned in (None, *(a for a in C.ALIGNED_GRANULES if a > g)):
+                alt = KCut("contiguous", count=cut.count, granule=g, span_rule=rule, merge=cut.merge,
+                           aligned_granule=aligned)
+                if alt != cut and alt.parts(k) == want:
+                    out.append(desc.replace(k_cuts=(alt,) + desc.k_cuts[1:]))
     return out
 
 

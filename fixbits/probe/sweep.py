@@ -187,7 +187,7 @@ def _tail_variant(desc: Any) -> Any:
         return None
     c0 = desc.k_cuts[0]
     return desc.replace(k_cuts=(KCut("contiguous", count=c0.count, granule=c0.granule, span_rule="tail_dropped",
-                                     merge=c0.merge),) + desc.k_cuts[1:])
+                                     merge=c0.merge, aligned_granule=c0.aligned_granule),) + desc.k_cuts[1:])
 
 
 def check_one(rec: dict[str, Any], desc_dict: dict[str, Any] | None, dump_dir: str | None) -> dict[str, Any]:
