@@ -3,9 +3,11 @@ config), a call is one cached closure that allocates the output and launches.
 
 Counted, never timed: on the second call every function of the slow path (profile route,
 dispatch, tuning lookups, checks, epilogue planning, descriptor hashing) is replaced by one
-that raises. The launches go through Triton's real binder and compile for sm_90
-(tests/_kernels_aot.Sm90Launches), so the cached path is also shown to compile exactly the
-kernels (same hash: same constexprs and specialisation) the reference path tile_matmul does.
+that raises. The launches go through Triton's real JITFunction.run and compile for sm_90
+(tests/_kernels_aot.Sm90Driver: only the driver's cubin launch is recorded instead of run),
+so the cached path, whose later calls skip kernel[grid] (fixbits.kernels.launch.DirectLaunch),
+is shown to launch exactly the kernel (same hash: same constexprs and specialisation) and the
+arguments the reference path tile_matmul launches through kernel[grid].
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
 
-from _kernels_aot import Sm90Launches  # noqa: E402
+from _kernels_aot import Sm90Driver  # noqa: E402
 
 from fixbits.desc import EpilogueOp, GEMMDesc  # noqa: E402
 from fixbits.kernels._host import KernelConfig  # noqa: E402
@@ -77,7 +79,7 @@ def test_second_call_does_no_lookup_or_hashing(monkeypatch: pytest.MonkeyPatch, 
     desc = TC
     ops = (EpilogueOp("scale", 0.5), EpilogueOp("residual"))
     cfg = KernelConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3, SWAP_AB=swap)
-    with Sm90Launches() as launches:
+    with Sm90Driver() as drv:
         matmul(t["a"], t["b"], desc=desc, epilogue=ops, residual=t["residual"], config=cfg)
         for mod, name in SLOW_PATH:
             monkeypatch.setattr(importlib.import_module(mod), name, _Raise(f"{mod}.{name}"))
@@ -88,22 +90,43 @@ def test_second_call_does_no_lookup_or_hashing(monkeypatch: pytest.MonkeyPatch, 
         for _ in range(2):
             out = matmul(t["a"], t["b"], desc=desc, epilogue=ops, residual=t["residual"], config=cfg)
             assert tuple(out.shape) == (M, N) and out.dtype == torch.float16
-    assert len(launches.kernels) == 3
-    assert len({k.hash for k in launches.kernels}) == 1
+    assert len(drv.launches) == 3
+    assert len({h for h, *_ in drv.launches}) == 1
 
 
-def _kernel_hashes(fn: Any) -> list[str]:
+def _launches(fn: Any) -> list[tuple[str, tuple[int, int, int], int, tuple[Any, ...]]]:
+    """(hash, grid, stream, arguments) of every kernel launch ``fn`` makes, compiled for sm_90."""
     import fixbits.kernels.single_pass as sp
 
     orig, orig_sms = sp.tma_descriptors, sp.num_sms
     sp.tma_descriptors = functools.partial(orig, require_cuda=False)  # type: ignore[assignment]
     sp.num_sms = lambda device: 132  # type: ignore[assignment]
     try:
-        with Sm90Launches() as launches:
+        with Sm90Driver() as drv:
             fn()
     finally:
         sp.tma_descriptors, sp.num_sms = orig, orig_sms  # type: ignore[assignment]
-    return [k.hash for k in launches.kernels]
+    return drv.launches
+
+
+def _kernel_hashes(fn: Any) -> list[str]:
+    return [h for h, *_ in _launches(fn)]
+
+
+def _arg_view(x: Any, names: dict[int, str]) -> Any:
+    """A launch argument as the launcher reads it: a tensor by its pointer (named when it is one
+    of the inputs; a fresh output otherwise) and dtype, a tensor descriptor by its fields."""
+    if isinstance(x, torch.Tensor):
+        return ("tensor", names.get(x.data_ptr(), "new"), x.dtype)
+    if hasattr(x, "block_shape"):
+        return (
+            "tma",
+            names.get(x.base.data_ptr(), "new"),
+            tuple(x.shape),
+            tuple(x.strides),
+            tuple(x.block_shape),
+        )
+    return x
 
 
 CONFIGS = {
@@ -146,6 +169,89 @@ def test_cached_launch_compiles_what_the_reference_path_compiles(cfg: str, ep: s
 
     got = _kernel_hashes(twice)
     assert got == ref * 2 and len(ref) == 1
+
+
+@pytest.mark.parametrize("b_t", [False, True])
+@pytest.mark.parametrize("ep", ["none", "silu_gate+residual", "bias+relu"])
+@pytest.mark.parametrize("cfg", list(CONFIGS))
+def test_direct_launch_passes_what_kernel_grid_passes(cfg: str, ep: str, b_t: bool) -> None:
+    """The cached path's first call goes through kernel[grid]; its later calls launch the kept
+    CompiledKernel directly. Both must equal the reference kernel[grid] launch: hash, grid,
+    stream and every argument (pointers of the same tensors, the same ints and constexprs)."""
+    from fixbits.kernels.matmul import matmul
+    from fixbits.kernels.single_pass import tile_matmul
+
+    t = _tensors(m=16 if cfg == "swap" else M, b_t=b_t)
+    desc = TC.replace(epilogue=EPILOGUES[ep])
+    given = {
+        "bias": t["bias"],
+        "residual": t["residual"][: t["a"].shape[0]],
+        "gate": t["gate"][: t["a"].shape[0]],
+    }
+    # only what the epilogue reads (the reference passes a given but unread bias in its slot)
+    kw = {k: v for k, v in given.items() if k in ep.replace("silu_gate", "gate")}
+    names = {v.data_ptr(): k for k, v in (("a", t["a"]), ("b", t["b"]), *kw.items())}
+    ref = _launches(lambda: tile_matmul(t["a"], t["b"], desc, config=CONFIGS[cfg], **kw))
+
+    def thrice() -> None:
+        for _ in range(3):
+            matmul(t["a"], t["b"], desc=desc, config=CONFIGS[cfg], **kw)
+
+    got = _launches(thrice)
+    assert len(ref) == 1 and len(got) == 3
+    want = (ref[0][0], ref[0][1], ref[0][2], [_arg_view(x, names) for x in ref[0][3]])
+    for launch in got:
+        assert (launch[0], launch[1], launch[2], [_arg_view(x, names) for x in launch[3]]) == want
+
+
+def test_direct_launch_follows_a_new_specialisation() -> None:
+    """Same shapes and strides (one cache entry of matmul), but A moved off 16-byte alignment:
+    the binder specialises pointers on alignment, so the direct path must not launch the
+    aligned kernel; it goes through kernel[grid] and launches what tile_matmul launches."""
+    from fixbits.kernels.matmul import matmul
+    from fixbits.kernels.single_pass import tile_matmul
+
+    t = _tensors()
+    store = torch.empty(M * K + 1, dtype=torch.float16)
+    a_odd = store[1:].view(M, K)
+    a_odd.copy_(t["a"])
+    assert a_odd.data_ptr() % 16 and t["a"].data_ptr() % 16 == 0
+    cfg = CONFIGS["plain"]
+    aligned = _kernel_hashes(lambda: tile_matmul(t["a"], t["b"], TC, config=cfg))
+    odd = _kernel_hashes(lambda: tile_matmul(a_odd, t["b"], TC, config=cfg))
+    assert aligned != odd
+
+    def mixed() -> None:
+        for a in (t["a"], t["a"], a_odd, a_odd, t["a"]):
+            matmul(a, t["b"], desc=TC, config=cfg)
+
+    assert _kernel_hashes(mixed) == aligned * 2 + odd * 2 + aligned
+
+
+def test_direct_launch_steps_aside_for_launch_hooks() -> None:
+    """A launch hook (a profiler) sees every launch: the direct path hands those to kernel[grid]."""
+    from triton import knobs
+
+    from fixbits.kernels.matmul import matmul
+
+    t = _tensors()
+    seen: list[Any] = []
+
+    def hook(metadata: Any) -> None:
+        seen.append(metadata.get()["name"])
+
+    def run() -> None:
+        matmul(t["a"], t["b"], desc=TC, config=CONFIGS["plain"])
+        knobs.runtime.launch_enter_hook.add(hook)
+        try:
+            for _ in range(2):
+                matmul(t["a"], t["b"], desc=TC, config=CONFIGS["plain"])
+        finally:
+            knobs.runtime.launch_enter_hook.remove(hook)
+
+    hashes = _kernel_hashes(run)
+    assert len(hashes) == 3 and len(set(hashes)) == 1
+    assert seen == ["_single_pass_kernel"] * 2
 
 
 def test_a_new_tuning_result_reaches_the_cached_call(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from fixbits.kernels._host import (
 )
 from fixbits.kernels._tensorcore import chain, chain_fast_tma, tile_coords
 from fixbits.kernels.epilogue import epilogue_store
+from fixbits.kernels.launch import DirectLaunch
 from fixbits.kernels.plan import UnsupportedDesc
 
 if TYPE_CHECKING:
@@ -313,9 +314,12 @@ def tile_launcher(
         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
         NUM_STAGES=cfg.num_stages, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
     )  # fmt: skip
-    plain_kw = dict(common, PROMO=promo, GROUPS=groups_for(desc, cfg), USE_TMA=False, B_TRANS=False)
-    plain = _single_pass_kernel[(tiles,)]
-    persistent: list[Any] = []  # (kernel[grid], programs), settled at the first TMA launch
+    plain = DirectLaunch(
+        _single_pass_kernel, (tiles,), dict(common, PROMO=promo, GROUPS=groups_for(desc, cfg), USE_TMA=False, B_TRANS=False)
+    )  # fmt: skip
+    by_trans: dict[
+        bool, tuple[DirectLaunch, tuple[int, ...]]
+    ] = {}  # TMA launches by B_TRANS, settled at first use
     tma: list[Any] = []  # (A descriptor fields, B descriptor fields, B_TRANS) of the first TMA launch
     scales = plan.scales
     need_bias, need_res, need_gate = plan.needs_bias, plan.needs_residual, plan.needs_gate
@@ -375,27 +379,50 @@ def tile_launcher(
                 if a_desc is not None and not tma:
                     tma.extend((dict(vars(a_desc)), dict(vars(b_desc)), b_trans))
             if a_desc is not None:
-                if cfg.PERSISTENT:
-                    if not persistent:
-                        progs = min(
-                            tiles, num_sms(torch.device("cuda", max(device_index, 0))) * cfg.PERSISTENT
-                        )
-                        persistent.extend((_single_pass_persistent_kernel[(progs,)], progs))
-                    persistent[0](
-                        a, b, o, bs, r, gt, rs0, rs1, gs0, gs1, a_desc, b_desc,
-                        km, kn, k, sam, sak, sbk, sbn, som, son, persistent[1], *scales, B_TRANS=b_trans, **common,
-                    )  # fmt: skip
-                    return out
-                plain(
-                    a, b, o, bs, r, gt, rs0, rs1, gs0, gs1, a_desc, b_desc,
-                    km, kn, k, sam, sak, sbk, sbn, som, son, *scales,
-                    PROMO=promo, GROUPS=0, USE_TMA=True, B_TRANS=b_trans, **common,
-                )  # fmt: skip
+                hit = by_trans.get(b_trans)
+                if hit is None:
+                    hit = by_trans[b_trans] = _tma_launch(cfg, common, tiles, b_trans, device_index)
+                fn, extra = hit
+                fn(a, b, o, bs, r, gt, rs0, rs1, gs0, gs1, a_desc, b_desc, km, kn, k, sam, sak, sbk, sbn, som, son,
+                   *extra, *scales)  # fmt: skip
                 return out
         plain(
-            a, b, o, bs, r, gt, rs0, rs1, gs0, gs1, None, None,
-            km, kn, k, sam, sak, sbk, sbn, som, son, *scales, **plain_kw,
-        )  # fmt: skip
+            a,
+            b,
+            o,
+            bs,
+            r,
+            gt,
+            rs0,
+            rs1,
+            gs0,
+            gs1,
+            None,
+            None,
+            km,
+            kn,
+            k,
+            sam,
+            sak,
+            sbk,
+            sbn,
+            som,
+            son,
+            *scales,
+        )
         return out
 
     return launch
+
+
+def _tma_launch(
+    cfg: KernelConfig, common: dict[str, Any], tiles: int, b_trans: bool, device_index: int
+) -> tuple[DirectLaunch, tuple[int, ...]]:
+    """The TMA launch of tile_launcher: (launch, runtime arguments after the output strides)."""
+    if cfg.PERSISTENT:
+        import torch
+
+        progs = min(tiles, num_sms(torch.device("cuda", max(device_index, 0))) * cfg.PERSISTENT)
+        return DirectLaunch(_single_pass_persistent_kernel, (progs,), dict(common, B_TRANS=b_trans)), (progs,)
+    kw = dict(common, PROMO=0, GROUPS=0, USE_TMA=True, B_TRANS=b_trans)
+    return DirectLaunch(_single_pass_kernel, (tiles,), kw), ()

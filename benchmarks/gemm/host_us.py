@@ -1,0 +1,130 @@
+"""Host microseconds per fixbits.matmul call on this CPU, with only the driver's launch stubbed.
+
+    PYTHONPATH=. python3 benchmarks/gemm/host_us.py [--reps 2000]
+
+Triton's real dispatch runs (tests/_kernels_aot.Sm90Driver: device 0, stream 0, sm_90
+kernels compiled ahead of time, the cubin launch recorded instead of run), CPU tensors stand
+in for the GPU's. Rows: the cached matmul path through DirectLaunch (the default), the same
+with FIXBITS_DIRECT_LAUNCH off (kernel[grid] every call), and a bare kernel[grid] + torch.empty
+for reference; per route (plain, swap-AB, TMA, TMA persistent) with a residual+scale epilogue
+and without. Medians of 7 batches. On the GPU host add the real launch (cuLaunchKernelEx,
+a few us) and the CUDA allocator's torch.empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+
+def per_call_us(fn, reps: int) -> float:
+    fn()
+    batches = []
+    for _ in range(7):
+        t = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        batches.append((time.perf_counter() - t) / reps * 1e6)
+    return statistics.median(batches)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=2000)
+    args = ap.parse_args()
+    import torch
+    from _kernels_aot import Sm90Driver
+
+    import fixbits.kernels.launch as launch
+    import fixbits.kernels.matmul as mm
+    import fixbits.kernels.single_pass as sp
+    from fixbits.desc import EpilogueOp, GEMMDesc
+    from fixbits.kernels._host import KernelConfig
+
+    sp.tma_descriptors = functools.partial(sp.tma_descriptors, require_cuda=False)  # CPU tensors
+    sp.num_sms = lambda device: 132
+    desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16")
+    configs = {
+        "plain": KernelConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3),
+        "swap": KernelConfig(BLOCK_M=128, BLOCK_N=16, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4, SWAP_AB=1),
+        "tma": KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, USE_TMA=1),
+        "tma persistent": KernelConfig(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3,
+                                       USE_TMA=1, PERSISTENT=1),
+    }  # fmt: skip
+    g = torch.Generator().manual_seed(5)
+    m, n, k = 256, 512, 1024
+    a = torch.randn((m, k), generator=g).half()
+    b = torch.randn((k, n), generator=g).half()
+    res = torch.randn((m, n), generator=g).half()
+    eps = {"none": (), "scale+residual": (EpilogueOp("scale", 0.5), EpilogueOp("residual"))}
+    print(
+        f"{'route':16s} {'epilogue':15s} {'direct':>8s} {'kernel[grid]':>13s}  (us per call, launch stubbed)"
+    )
+    with Sm90Driver(record=False):
+        for name, cfg in configs.items():
+            for ep_name, ops in eps.items():
+                row = []
+                for enabled in (True, False):
+                    launch.ENABLED = enabled
+                    mm._LAUNCHES.clear()
+                    d = desc.replace(epilogue=ops)
+                    row.append(
+                        per_call_us(
+                            lambda d=d, cfg=cfg: mm.matmul(a, b, desc=d, config=cfg, residual=res), args.reps
+                        )
+                    )
+                print(f"{name:16s} {ep_name:15s} {row[0]:8.2f} {row[1]:13.2f}")
+        launch.ENABLED = True
+        kern = sp._single_pass_kernel[(8,)]
+        kw = dict(STEP=16, IK=16, HWK=16, PROMO=0, GROUPS=0, RES_FIRST=False, EP0=0, EP1=0, EP2=0, EP3=0, OUT=0,
+                  GELU_TANH_FMA=True, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, NUM_STAGES=3, USE_TMA=False,
+                  B_TRANS=False, num_warps=4, num_stages=3, **sp.LAUNCH_OPTS)  # fmt: skip
+
+        def bare():
+            out = torch.empty((m, n), dtype=torch.float16)
+            kern(
+                a,
+                b,
+                out,
+                out,
+                out,
+                out,
+                n,
+                1,
+                n,
+                1,
+                None,
+                None,
+                m,
+                n,
+                k,
+                k,
+                1,
+                n,
+                1,
+                n,
+                1,
+                1.0,
+                1.0,
+                1.0,
+                1.0,
+                **kw,
+            )
+
+        print(f"bare torch.empty + kernel[grid]: {per_call_us(bare, args.reps):.2f}")
+        print(
+            f"bare torch.empty: {per_call_us(lambda: torch.empty((m, n), dtype=torch.float16), args.reps):.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

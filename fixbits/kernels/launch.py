@@ -1,0 +1,107 @@
+"""Direct launches of an already-compiled Triton kernel (the steady state of fixbits.matmul).
+
+``kernel[grid](*args, **constexprs)`` costs tens of microseconds of Python per call in
+Triton 3.6 (the binder, the cache key's str(options), device and global checks, the launch
+metadata). ``DirectLaunch`` pays that once per argument specialisation: its first call goes
+through ``kernel[grid]`` and keeps the CompiledKernel Triton returns; later calls whose
+specialisation is the same call that kernel's launcher (``CompiledKernel.run``) with exactly
+the arguments ``JITFunction.run`` would pass (grid, stream, function, packed metadata, launch
+metadata, hooks, then every parameter in signature order, constexprs included).
+
+What the binder would specialise on and may change between calls of one launch site: the
+tensors' dtypes and 16-byte alignment, and the current device. They form the key of the
+kept kernels; any other change (int arguments, constexprs, descriptor block shapes) needs a
+new DirectLaunch, which fixbits.matmul's launch cache ensures (those are in its key). Launch
+hooks (profilers; Triton 3.6 keeps them as HookChains, idle when empty), pre-run hooks, or a result that is not a CompiledKernel (the interpreter,
+async compilation) send the call through ``kernel[grid]`` (the safe path). Not seen here:
+a global a kernel reads changing after its first compile, or debug/instrumentation knobs
+switched after the first call (both are fixed for fixbits' kernels in a process).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from triton import knobs
+from triton.runtime.driver import driver as _driver
+
+_MAX_KERNELS = 16
+# FIXBITS_DIRECT_LAUNCH=0: every launch through kernel[grid] (read when a launch site is built)
+ENABLED = os.environ.get("FIXBITS_DIRECT_LAUNCH", "1") != "0"
+
+
+def _current_device_stream() -> tuple[int, int]:
+    """(current device index, its current raw stream), read as JITFunction.run reads them."""
+    drv = _driver.active
+    dev = drv.get_current_device()
+    return dev, drv.get_current_stream(dev)
+
+
+def _idle(hook: Any) -> bool:
+    """No launch hook to call: None, or Triton 3.6's HookChain with no calls (then the launcher
+    calling it, with launch metadata built for it, does nothing)."""
+    return hook is None or (type(hook).__name__ == "HookChain" and not hook.calls)
+
+
+class DirectLaunch:
+    """``launch(*args)`` == ``fn[grid](*args, **kwargs)``, minus Triton's per-call dispatch.
+
+    ``args`` are the leading (runtime) parameters in signature order; ``kwargs`` name every
+    remaining parameter (the constexprs) plus the compile options (num_warps, ...).
+    """
+
+    __slots__ = ("fn", "grid", "kwargs", "_tail", "_slots", "_kernels", "_direct", "_g")
+
+    def __init__(self, fn: Any, grid: tuple[int, ...], kwargs: dict[str, Any]) -> None:
+        self.fn = fn
+        self.grid = tuple(grid)
+        self.kwargs = dict(kwargs)
+        g = self.grid + (1,) * (3 - len(self.grid))
+        self._g = (g[0], g[1], g[2])
+        self._tail: tuple[Any, ...] | None = None
+        self._slots: tuple[int, ...] = ()
+        self._kernels: dict[tuple[Any, ...], Any] = {}
+        self._direct = ENABLED
+
+    def _settle(self, args: tuple[Any, ...]) -> None:
+        """The constexpr tail (parameters after the runtime ones) and the tensor positions."""
+        names = [p.name for p in self.fn.params]
+        rest = names[len(args) :]
+        if any(n not in self.kwargs for n in rest):
+            self._direct = False  # a defaulted parameter: leave it to the binder
+            return
+        self._tail = tuple(self.kwargs[n] for n in rest)
+        self._slots = tuple(i for i, x in enumerate(args) if hasattr(x, "data_ptr") and hasattr(x, "dtype"))
+
+    def key(self, args: tuple[Any, ...], device: int) -> tuple[Any, ...]:
+        """What the binder specialises on that can differ between calls of this launch site."""
+        return (device, *[(args[i].dtype, args[i].data_ptr() & 15 == 0) for i in self._slots])
+
+    def __call__(self, *args: Any) -> Any:
+        if self._direct:
+            rt = knobs.runtime
+            if self._tail is None:
+                self._settle(args)
+            if (
+                self._direct
+                and _idle(rt.launch_enter_hook)
+                and _idle(rt.launch_exit_hook)
+                and not self.fn.pre_run_hooks
+            ):
+                dev, stream = _current_device_stream()
+                kernel = self._kernels.get(self.key(args, dev))
+                if kernel is not None:
+                    g = self._g
+                    kernel.run(g[0], g[1], g[2], stream, kernel.function, kernel.packed_metadata, None, None, None,
+                               *args, *self._tail)  # fmt: skip
+                    return kernel
+                kernel = self.fn[self.grid](*args, **self.kwargs)
+                if kernel is None or not hasattr(kernel, "packed_metadata"):
+                    self._direct = False  # interpreter or async compile: always the binder
+                    return kernel
+                if len(self._kernels) >= _MAX_KERNELS:
+                    self._kernels.clear()
+                self._kernels[self.key(args, dev)] = kernel
+                return kernel
+        return self.fn[self.grid](*args, **self.kwargs)
