@@ -209,6 +209,55 @@ def _with_split(desc: dict[str, Any], splitk: int) -> dict[str, Any] | None:
     return {**desc, "k_cuts": [c0] + list(cuts[1:])}
 
 
+def _split_of(key: str) -> int:
+    """SPLITK_NUM from an answer key ('a24-t11-s12-r2-...' -> 12; 's-1' -> -1)."""
+    import re
+
+    m = re.search(r"-s(-?\d+)-", key)
+    return int(m.group(1)) if m else 1
+
+
+def _adapt(desc: dict[str, Any], from_split: int, splitk: int) -> dict[str, Any] | None:
+    """A known answer's descriptor carried to an answer of the same algo with SPLITK_NUM
+    ``splitk``: the level-0 split count set, stripped (split -> single pass) or added (single pass
+    -> split: granule 8, 64 when 64 | K for the tensor-core path, granule 1 for the scalar one)."""
+    src_split, dst_split = from_split > 1, splitk > 1
+    if src_split == dst_split:
+        return _with_split(desc, splitk) if dst_split else desc
+    cuts = list(desc.get("k_cuts") or [])
+    if src_split:
+        if not cuts or cuts[0]["layout"] != "contiguous" or cuts[0].get("count") is None:
+            return None
+        return {**desc, "k_cuts": cuts[1:]}
+    fma = desc.get("instruction") == "fma"
+    top = {"layout": "contiguous", "count": splitk, "span": None, "granule": 1 if fma else 8, "span_rule": "ceil",
+           "merge": "chain"}
+    if not fma:
+        top["aligned_granule"] = 64
+    return {**desc, "k_cuts": [top] + cuts}
+
+
+def _lane_variants(desc: Any) -> list[Any]:
+    """A GEMV's strided lane level with other lane counts, tile widths and fold directions
+    (answers of one gemv algo differ in CUSTOM_OPTION, which sets the lanes: H200 run s2b)."""
+    from fixbits.desc import KCut
+
+    if desc.instruction != "fma":
+        return []
+    idx = next((i for i, c in enumerate(desc.k_cuts) if c.layout == "strided"), None)
+    if idx is None:
+        return []
+    c = desc.k_cuts[idx]
+    out = []
+    for count in (2, 4, 8, 16, 32, 64, 128):
+        for span in (1, 2, 4, 8, 16, 32, 64):
+            for merge in ("butterfly_down", "butterfly_up"):
+                cut = KCut("strided", count=count, span=span, merge=merge)  # type: ignore[arg-type]
+                if cut != c:
+                    out.append(desc.replace(k_cuts=desc.k_cuts[:idx] + (cut,) + desc.k_cuts[idx + 1:]))
+    return out
+
+
 def _get_backend(task: dict[str, Any], backend: Any) -> Any:
     backend = backend if backend is not None else task.get("backend")
     if backend is None:
@@ -279,19 +328,22 @@ def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str,
             out.append({**base, "status": "skipped"})
             continue
         bk = _get_backend(task, backend)
+        bases = [GEMMDesc.from_dict(d) for d in task.get("descs") or [task["desc"]]]
+        froms = list(task.get("from_keys") or [task["from_key"]] * len(bases))
         try:
-            desc, shapes, why = _predict(bk, GEMMDesc.from_dict(task["desc"]), task, shapes)
+            desc, shapes, why, src = _predict(bk, bases, task, shapes)
         except Exception as exc:  # noqa: BLE001
             out.append({**base, "status": "failed", "why": f"verify crashed: {type(exc).__name__}: {exc}"})
             continue
         if desc is not None:
             out.append({**base, "status": "recovered", "desc": desc.to_dict(), "good": len(shapes),
                         "tried": len(shapes), "rep": list(shapes[0]),
-                        "note": f"predicted from {task['from_key']}{why}, verified by draws on "
+                        "note": f"predicted from {froms[src]}{why}, verified by draws on "
                                 + ", ".join(f"{m}x{n}x{k}" for m, n, k in shapes)})
         else:
+            names = ", ".join(dict.fromkeys(froms[:4])) + (f" (+{len(set(froms)) - 4})" if len(set(froms)) > 4 else "")
             out.append({**base, "status": "failed", "bad": [],
-                        "why": f"the family descriptor of {task['from_key']} fails here ({why})"})
+                        "why": f"the family descriptors of {names} fail here ({why})"})
     return out
 
 
@@ -310,14 +362,23 @@ def _step_variants(desc: Any) -> list[Any]:
     return out
 
 
-def _predict(bk: Any, desc: Any, task: dict[str, Any], shapes: list[tuple[int, int, int]]
-             ) -> tuple[Any, list[tuple[int, int, int]], str]:
-    """(descriptor, shapes it was verified on, note) or (None, [], why): the family descriptor or
-    the one step/residue variant that cuBLAS's bytes leave, on this answer's own shapes; shapes
-    where surviving variants still differ are added (K chosen where they part)."""
+def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple[int, int, int]]
+             ) -> tuple[Any, list[tuple[int, int, int]], str, int]:
+    """(descriptor, shapes it was verified on, note, index of its base) or (None, [], why, -1):
+    the first of the known descriptors (the family's own first, then other answers of the algo)
+    or their step/residue/lane variants that cuBLAS's bytes leave, on this answer's own shapes;
+    shapes where surviving variants still differ are added (K chosen where they part)."""
     from fixbits.probe.recover import _pin_order, verify_draws
 
-    alive = _step_variants(desc)
+    origin: dict[Any, int] = {}
+    for i, b in enumerate(bases):
+        for d in _step_variants(b):
+            origin.setdefault(d, i)
+    for i, b in enumerate(bases):
+        for d in _lane_variants(b):
+            origin.setdefault(d, i)
+    alive = list(origin)
+    desc = bases[0]
     used: list[tuple[int, int, int]] = []
     queue = sorted(shapes, key=lambda sh: sh[2])  # emulation grows with K: the variants thin out on small K first
     extra_rounds = 2
@@ -327,15 +388,18 @@ def _predict(bk: Any, desc: Any, task: dict[str, Any], shapes: list[tuple[int, i
         used.append(sh)
         alive = [d for d, o in zip(alive, ok, strict=True) if o]
         if not alive:
-            return None, [], ", ".join(f"{m}x{n}x{k}" for m, n, k in used)
+            return None, [], ", ".join(f"{m}x{n}x{k}" for m, n, k in used), -1
         if not queue and len(alive) > 1 and extra_rounds:
             extra_rounds -= 1
             order = [x for x, _ in _pin_order(alive, list(task.get("prio", [])) + pick(task["group"], 200, task["in_dtype"]))
                      if x not in used]
             if order:
                 queue.append(order[0])
-    note = "" if alive[0] == desc else f" (step {alive[0].k_loop_step}, residue {alive[0].residue})"
-    return alive[0], used, note
+    src = origin[alive[0]]
+    b = bases[src]
+    note = "" if alive[0] == b else (f" (step {alive[0].k_loop_step}, residue {alive[0].residue})"
+                                     if alive[0].k_cuts == b.k_cuts else " (other lanes)")
+    return alive[0], used, note, src
 
 
 def refinements(desc: Any) -> list[tuple[Any, str]]:
@@ -558,7 +622,8 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
                 log: Any = print, seed: int = 0, lt: Any = None, backend: Any = None,
                 profile_launch: bool = True, per_answer_s: float = 60.0, workers: int = 1,
                 priority_shapes: list[tuple[int, int, int]] | None = None,
-                scan_shapes: list[tuple[int, int, int]] | None = None) -> dict[str, Any]:
+                scan_shapes: list[tuple[int, int, int]] | None = None,
+                hints: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole pipeline on the local GPU; returns a summary dict (also written as JSON).
     ``lt`` / ``backend`` replace cuBLASLt (tests pass a fake heuristic and the emulator).
 
@@ -566,6 +631,9 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
     ``priority_shapes`` first (the verification sweep's shapes), each family's representative
     probe, then the family's other answers predicted and verified by draws as soon as the
     representative is in, then whatever they leave probed one by one; the rest of the scan after.
+    ``hints`` (answer key -> GEMMDesc of this dtype pair, e.g. from a profile of the same library
+    with another output dtype) serve as known descriptors: an answer of an algo they cover is
+    first predicted from them (verified by draws), probed only when none holds.
     """
     import heapq
 
@@ -675,9 +743,45 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
             return (9, 0, 0)
         return (tier(kk), _informative(pick(usable, 1, in_dtype)[0][2], in_dtype), -len(sc.groups[kk]))
 
+    hint_dicts = {k: d.to_dict() for k, d in (hints or {}).items()}
+
+    def bases_for(key: str) -> tuple[list[dict[str, Any]], list[str]]:
+        """Known descriptors for predicting ``key``: its family's representative, then entries
+        and hints of the same algo (same tile and custom option first), adapted to its split."""
+        ans = sc.answers[key]
+        algo, split = int(getattr(ans, "algo_id", -1)), int(getattr(ans, "splitk_num", 1))
+        parts = key.split("-")
+        known: list[tuple[tuple[int, int], str, dict[str, Any]]] = []
+        fk = _family_key(ans)
+        if fk in rep_desc:
+            known.append(((0, 0), rep_desc[fk][0], rep_desc[fk][1]))
+        pool = {**hint_dicts, **{k: e.desc.to_dict() for k, e in entries.items()}}
+        for k2, d2 in pool.items():
+            p2 = k2.split("-")
+            if p2[0] != parts[0]:
+                continue
+            same_tile = p2[1] == parts[1]
+            same_custom = next((x for x in p2 if x.startswith("c")), "") == next((x for x in parts if x.startswith("c")), "")
+            known.append(((-1, 0) if k2 == key else (1, (0 if same_tile else 2) + (0 if same_custom else 1)), k2, d2))
+        known.sort(key=lambda t: t[0])
+        descs, froms, seen = [], [], set()
+        for _, k2, d2 in known:
+            ad = _adapt(d2, _split_of(k2), split) if algo >= 0 else None
+            if ad is None:
+                continue
+            sig = json.dumps(ad, sort_keys=True)
+            if sig in seen:
+                continue
+            seen.add(sig)
+            descs.append(ad)
+            froms.append(k2)
+            if len(descs) >= 8:
+                break
+        return descs, froms
+
     reps: dict[tuple[int, int, bool], str] = {}
     for fk, keys in fams.items():
-        if fk in rep_desc:
+        if fk in rep_desc or any(bases_for(k)[0] for k in keys[:1]):
             for key in keys:
                 push("B", key)
             continue
@@ -718,15 +822,11 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
         t["deadline"] = deadline
         t["phase"] = kind
         if kind == "B":
-            fk = _family_key(sc.answers[key])
-            if fk not in rep_desc:
-                return None
-            rkey, rdesc = rep_desc[fk]
-            d = _with_split(rdesc, int(getattr(sc.answers[key], "splitk_num", 1)))
-            if d is None:
+            descs, froms = bases_for(key)
+            if not descs:
                 push("C", key)
                 return None
-            t.update(desc=d, from_key=rkey)
+            t.update(desc=descs[0], from_key=froms[0], descs=descs, from_keys=froms)
             return verify_answers, {"items": [t], "deadline": deadline, "backend": t["backend"]}
         return run_answer, t
 

@@ -1,0 +1,89 @@
+"""reconstruct with known descriptors (``hints``): answers of an algo they cover are predicted and
+verified by draws without a probe: across tiles, into and out of split-K, and a GEMV's lanes set by
+its custom option (H200 run s2b: most probe time went to answers a known descriptor explained)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fixbits.desc import GEMMDesc, KCut
+from fixbits.probe import reconstruct as R
+from fixbits.probe.plan import equivalent_on
+from fixbits.probe.profile import load
+
+pytestmark = pytest.mark.unit
+
+PLAIN = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16")
+STEP128 = PLAIN.replace(k_loop_step=128, residue="first")
+SPLIT = STEP128.replace(k_cuts=(KCut("contiguous", count=4, granule=8, aligned_granule=64),))
+GEMV = GEMMDesc(arch="sm_90", instruction="fma", instruction_k=1, in_dtype="fp16", k_loop_step=64)
+LANES32 = GEMV.replace(k_cuts=(KCut("strided", count=32, span=1, merge="butterfly_down"),))
+LANES8 = GEMV.replace(k_cuts=(KCut("strided", count=8, span=4, merge="butterfly_down"),))
+
+
+class _Answer:
+    reduction_scheme = 0
+
+    def __init__(self, algo: int, split: int, tile: int, custom: int = 0) -> None:
+        self.algo_id, self.splitk_num, self.tile, self.custom = algo, split, tile, custom
+
+    def key_str(self) -> str:
+        return f"a{self.algo_id}-t{self.tile}-s{self.splitk_num}-r0-w0-c{self.custom}-g0"
+
+
+class _Lt:
+    """Algo 1: tile 1 (M >= 32) single pass step 64; tile 2 step 128, split in 4 from K = 1024.
+    Algo 13 (M = 1): a GEMV whose lanes follow the custom option (N >= 100: 8 lanes of 4)."""
+
+    version = 130100
+
+    def heuristic(self, m: int, n: int, k: int, i: str, o: str) -> _Answer:
+        if m == 1:
+            return _Answer(13, 1, 0, custom=2 if n >= 100 else 1)
+        return _Answer(1, 4 if k >= 1024 and m < 32 else 1, 1 if m >= 32 else 2)
+
+
+class _Cublas:
+    name, in_dtype, out_dtype = "fake", "fp16", "fp32"
+
+    def gemm(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        from fixbits.emulate import emulate
+
+        m, k = a.shape
+        n = b.shape[1]
+        if m == 1:
+            return emulate(LANES8 if n >= 100 else LANES32, a, b)
+        return emulate(PLAIN if m >= 32 else SPLIT if k >= 1024 else STEP128, a, b)
+
+
+def test_hinted_answers_are_predicted_without_probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shapes = [(m, 4, k) for m in (16, 48) for k in (200, 333, 1100, 1544, 1600)]
+    shapes += [(1, n, k) for n in (24, 160) for k in (300, 517)]
+    monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
+    lines: list[str] = []
+    hints = {"a1-t1-s1-r0-w0-c0-g0": PLAIN, "a13-t0-s1-r0-w0-c1-g0": LANES32}
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
+                      lt=_Lt(), backend=_Cublas(), profile_launch=False, log=lines.append, hints=hints)
+    assert not s["failed"] and s["probed"] == [], (s, lines)
+    prof = load(tmp_path / "sm_90_cublaslt130100_fp16_fp32.yaml")
+    assert len(prof.entries) == 5, sorted(prof.entries)
+    truth = {"a1-t1-s1-r0-w0-c0-g0": PLAIN, "a1-t2-s1-r0-w0-c0-g0": STEP128, "a1-t2-s4-r0-w0-c0-g0": SPLIT,
+             "a13-t0-s1-r0-w0-c2-g0": LANES8}
+    for key, want in truth.items():
+        e = prof.entries[key]
+        assert "predicted from" in e.note, e.note
+        ks = (300, 517) if key.startswith("a13") else (1100, 1544, 1600) if "-s4-" in key else (200, 333)
+        for k in ks:  # the answer's own K (readings equal on all of them are one entry)
+            assert equivalent_on(e.desc, want, k), (key, k, e.desc)
+
+
+def test_adapt_moves_a_descriptor_into_and_out_of_split_k() -> None:
+    d = SPLIT.to_dict()
+    assert R._adapt(d, 4, 1) == STEP128.to_dict()
+    assert GEMMDesc.from_dict(R._adapt(STEP128.to_dict(), 1, 4)) == SPLIT  # type: ignore[arg-type]
+    six = GEMMDesc.from_dict(R._adapt(d, 4, 6))  # type: ignore[arg-type]
+    assert six.k_cuts[0].count == 6 and six.k_cuts[0].aligned_granule == 64
+    assert R._split_of("a41-t21-s-1-r2-w0-c0-g35") == -1 and R._split_of("a24-t11-s12-r2-w0-c0-g20") == 12
