@@ -40,7 +40,8 @@ def test_dry_run_builds_a_profile_and_sweeps_it(tmp_path: Path) -> None:
     run = _runner()
     out = tmp_path / "run"
     assert run.main(["--out", str(out), "--device", "cpu", "--budget-s", "120", "--dtypes", "fp16,bf16,fp8_e4m3",
-                     "--out-dtypes", "fp32,fp16", "--limit-shapes", "2", "--draws", "2", "--sweep-share", "0.3"]) == 0
+                     "--out-dtypes", "fp32,fp16", "--limit-shapes", "2", "--draws", "2", "--sweep-share", "0.3",
+                     "--narrow-sweep", "all"]) == 0
     summary = yaml.safe_load((out / "summary.yaml").read_text())
     assert set(summary["reconstruct"]) == {"fp16->fp32", "bf16->fp32", "fp8_e4m3->fp32", "fp16->fp16",
                                            "fp8_e4m3->fp16"}, summary["reconstruct"].keys()
@@ -90,3 +91,22 @@ def test_sweep_dumps_and_classifies_a_wrong_entry(tmp_path: Path) -> None:
     (ck / "sweep_samples").symlink_to(out / "sweep_samples")
     assert run.main(["--check", str(ck), "--profiles", str(pdir), "--check-workers", "1"]) == 0
     assert [r["outcome"] for r in _rows(ck / "sweep.csv")] == [r["outcome"] for r in rows]
+
+
+def test_seed_profiles_resume_the_pair_and_hint_other_outputs(tmp_path: Path) -> None:
+    """--seed-profiles: a second dry run probes nothing: fp16->fp32 resumes its profile, and
+    fp16->fp16 answers are predicted (verified by draws) from the fp32-output descriptors."""
+    run = _runner()
+    first, second = tmp_path / "a", tmp_path / "b"
+    common = ["--device", "cpu", "--budget-s", "60", "--dtypes", "fp16", "--limit-shapes", "2", "--draws", "2",
+              "--narrow-sweep", "all"]
+    assert run.main(["--out", str(first), *common]) == 0
+    assert run.main(["--out", str(second), "--out-dtypes", "fp32,fp16", "--seed-profiles",
+                     str(first / "profiles"), *common]) == 0
+    summary = yaml.safe_load((second / "summary.yaml").read_text())
+    assert summary["reconstruct"]["fp16->fp32"]["probed"] == [], summary["reconstruct"]
+    narrow = summary["reconstruct"]["fp16->fp16"]
+    assert narrow["probed"] == [] and narrow["predicted"] and not narrow["failed"], narrow
+    prof = yaml.safe_load((second / "profiles" / "sm_90_cublaslt1_fp16_fp16.yaml").read_text())
+    assert all(e["desc"]["out_dtype"] == "fp16" for e in prof["entries"].values())
+    assert summary["sweep"]["fp16->fp16"].get("match", 0) >= 1, summary["sweep"]

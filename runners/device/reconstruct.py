@@ -60,6 +60,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--check", default=None, metavar="DIR", help="CPU: finish the sweep checks of a device run")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--limit-shapes", type=int, default=0, help="dry runs: this many small shapes per set")
+    p.add_argument("--seed-profiles", default=None, metavar="DIR",
+                   help="start from these profiles (e.g. matrices/profiles): a pair's own profile is resumed "
+                        "(its answers are not probed again), and every profile of the same input dtype serves "
+                        "as known descriptors (output dtype replaced) for predicting answers by draws")
+    p.add_argument("--narrow-sweep", default="realistic", choices=["realistic", "all", "none"],
+                   help="sweep shapes for fp16/bf16 outputs (fp32 outputs always sweep realistic + fuzz)")
     return p.parse_args(argv)
 
 
@@ -83,6 +89,36 @@ def sweep_cases(fuzz: int, limit: int) -> list[Any]:
         fz = [c for c in small if c.which == "fuzz"][:limit]
         cs = real + fz or [Case("fuzz", 5, 7, 121)]
     return cs
+
+
+def seed_profiles(seed_dir: Path, prof_dir: Path, arch: str, version: str, dt: str, od: str, log: Any) -> dict[str, Any]:
+    """Resume the pair's own profile from ``seed_dir`` (copied into ``prof_dir`` unless a profile is
+    already there) and return known descriptors of other output dtypes as hints (key -> GEMMDesc)."""
+    import shutil
+
+    from fixbits.probe.profile import load
+
+    hints: dict[str, Any] = {}
+    for p in sorted(seed_dir.glob(f"{arch}_cublaslt{version}_{dt}_*.yaml")):  # this library version only
+        try:
+            prof = load(p)
+        except Exception as exc:  # noqa: BLE001
+            log(f"seed profile {p}: {exc}")
+            continue
+        if prof.dtype != dt:
+            continue
+        if prof.out_dtype == od:
+            dst = prof_dir / p.name
+            if not dst.exists():
+                shutil.copyfile(p, dst)
+                log(f"[{dt}->{od}] resuming {p} ({len(prof.entries)} answers)")
+            continue
+        for key, e in prof.entries.items():
+            for d in [e.desc] + [v.desc for v in e.variants]:
+                hints.setdefault(key, d.replace(out_dtype=od))
+    if hints:
+        log(f"[{dt}->{od}] {len(hints)} known descriptors from other output dtypes")
+    return hints
 
 
 def load_profiles(prof_dir: Path, log: Any) -> dict[tuple[str, str], Any]:
@@ -187,6 +223,14 @@ def main(argv: list[str] | None = None) -> int:
     prio = [(c.m, c.n, c.k) for c in cs]
     lt = _DryLt() if dry else None
     summaries: dict[str, Any] = {}
+    lib_version = ""
+    if args.seed_profiles:
+        if lt is not None:
+            lib_version = str(lt.version)
+        else:
+            from fixbits.cublas.lt import CublasLt
+
+            lib_version = str(CublasLt().version)
     sweep_s = args.sweep_share * args.budget_s
     recon_end = deadline - sweep_s
     if not args.profiles:
@@ -198,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             share = WEIGHTS.get(dt, 0.2) * (1.0 if od == "fp32" else 0.5) / wsum
             b = max(5.0, min(left, share * (recon_end - t0)))
+            hints = (seed_profiles(Path(args.seed_profiles), prof_dir, args.arch, lib_version, dt, od, log)
+                     if args.seed_profiles else None)
             try:
                 summaries[f"{dt}->{od}"] = reconstruct(
                     arch=args.arch, in_dtype=dt, out_dtype=od, out_dir=prof_dir, budget_s=b,
@@ -205,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                     workers=workers, per_answer_s=min(60.0, 0.5 * b), priority_shapes=prio, lt=lt,
                     backend=_dry_backend(lt, dt, od) if dry else None, profile_launch=not dry,
                     scan_shapes=[(m, n, k) for m in (3, 16, 40) for n in (2, 24) for k in (96, 200, 333, 500, 613)]
-                    if dry else None)
+                    if dry else None, hints=hints)
             except Exception as exc:  # noqa: BLE001
                 summaries[f"{dt}->{od}"] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc(limit=5)}
                 log(f"[{dt}->{od}] reconstruct crashed: {exc}")
@@ -232,8 +278,14 @@ def main(argv: list[str] | None = None) -> int:
             if time.time() > deadline - 15:
                 break
             mm = _dry_matmul(lt, ins[0], od) if dry else None  # type: ignore[arg-type]
+            todo_cs = cs
+            if od != "fp32":  # narrow outputs: the realistic shapes (what torch.mm users run) first
+                if args.narrow_sweep == "none":
+                    continue
+                if args.narrow_sweep == "realistic":
+                    todo_cs = [c for c in cs if c.which == "realistic"]
             counts["+".join(ins) + "->" + od] = collect(
-                lt_s, cs, ins, od, args.draws, deadline - 12, out, device=DEVICE, matmul=mm, log=log,
+                lt_s, todo_cs, ins, od, args.draws, deadline - 12, out, device=DEVICE, matmul=mm, log=log,
                 on_flush=checker.submit, max_bytes=30 << 30)
     except Exception as exc:  # noqa: BLE001
         counts["error"] = f"{type(exc).__name__}: {exc}"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call runs several device scripts in turn, each under its own time budget, and
-# packs every result into one archive (the device tool returns at most 8 files).
+# packs each script's results into $OUT/<name>.tgz, split into parts below 15 MB when larger
+# (the device tool returns at most 8 files, none of 16 MB or more).
 # usage: bash runners/device/run_all.sh name:budget_s[:extra,args] [...]   (OUT must be set)
 #   e.g. kernels_bench:330:--per-cell,3,--compile-share,0.2  (commas become spaces)
 set -u
@@ -22,6 +23,14 @@ for spec in "$@"; do
   rc=$?
   echo "=== $name rc=$rc wall=$(( $(date +%s) - t0 ))s"
   tail -n 30 "$R/$name.log" | cut -c1-220
-  tar czf "$OUT/results.tgz" -C "$R" .
+  # one archive per script, split below 15 MB (the device call drops files of 16 MB and more)
+  tar czf "$R.$name.tgz" -C "$R" "$name" "$name.log" 2>/dev/null
+  rm -f "$OUT/$name.tgz" "$OUT/$name.tgz.part-"*
+  if [ "$(stat -c %s "$R.$name.tgz")" -ge 15000000 ]; then
+    split -b 15000000 -d -a 1 "$R.$name.tgz" "$OUT/$name.tgz.part-"
+    echo "=== $name: archive split into $(ls "$OUT/$name.tgz.part-"* | wc -l) parts (cat $name.tgz.part-* > $name.tgz)"
+  else
+    cp "$R.$name.tgz" "$OUT/$name.tgz"
+  fi
 done
 echo "total wall $(( $(date +%s) - start ))s"
