@@ -5,6 +5,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from fixbits.kernels.precompile import CompileOnlyDriver
+
 
 def compile_ptx(fn: Any, types: dict[str, str], constexprs: dict[str, Any], *, num_warps: int = 4,
                 num_stages: int = 3, arch: int = 90) -> str:  # fmt: skip
@@ -74,52 +76,32 @@ class Sm90Launches:
         jit.JITFunction.run = self._saved  # type: ignore[method-assign]
 
 
-class Sm90Driver:
-    """Triton's active driver on a machine without a GPU: device 0, stream 0, target sm_90.
+class Sm90Driver(CompileOnlyDriver):
+    """Triton's active driver on a machine without a GPU (fixbits.kernels.precompile's
+    CompileOnlyDriver: device 0, stream 0, target sm_90), recording every launch.
 
     With it active, ``kernel[grid](...)`` runs Triton's real JITFunction.run (binder, kernel
     cache, triton.compile for sm_90, launch metadata, the launcher call) and so does a
     fixbits.kernels.launch.DirectLaunch; only the last step, the driver's launch of the
     cubin, is replaced: every launch is recorded in ``self.launches`` as
-    (kernel hash, grid, stream, kernel arguments). Used to show that two launch paths launch
-    the same compiled kernel with the same arguments, and to count host time with the
-    launch itself stubbed.
+    (kernel hash, grid, stream, kernel arguments), launch hooks called as the C launcher
+    calls them. Used to show that two launch paths launch the same compiled kernel with the
+    same arguments, and to count host time with the launch itself stubbed.
     """
 
     active: Sm90Driver | None = None
 
     def __init__(self, arch: int = 90, *, record: bool = True) -> None:
-        import types
-
-        from triton.backends.compiler import GPUTarget
-
-        self.target = GPUTarget("cuda", arch, 32)
+        super().__init__(arch)
         self.record = record
         self.launches: list[tuple[str, tuple[int, int, int], int, tuple[Any, ...]]] = []
-        self.utils = types.SimpleNamespace(
-            get_device_properties=lambda device: {"max_shared_mem": 232448, "multiprocessor_count": 132},
-            load_binary=lambda name, kernel, shared, device: (None, None, 0, 0, 1024),
-        )
-        self._saved: Any = None
-
-    def get_current_device(self) -> int:
-        return 0
-
-    def get_current_stream(self, device: int) -> int:
-        return 0
-
-    def get_current_target(self) -> Any:
-        return self.target
 
     def get_active_torch_device(self) -> Any:
         import torch
 
         return torch.device("cpu")
 
-    class launcher_cls:  # noqa: N801 (Triton's attribute name)
-        def __init__(self, src: Any, metadata: Any) -> None:
-            self.hash = metadata.hash
-
+    class launcher_cls(CompileOnlyDriver.launcher_cls):  # noqa: N801 (Triton's attribute name)
         def __call__(self, gx: int, gy: int, gz: int, stream: int, function: Any, *args: Any) -> None:
             metadata, enter, leave = args[1], args[2], args[3]
             if enter is not None:  # as the C launcher does around cuLaunchKernelEx
@@ -132,14 +114,11 @@ class Sm90Driver:
                 drv.launches.append((self.hash, (gx, gy, gz), stream, tuple(args[4:])))
 
     def __enter__(self) -> Sm90Driver:
-        from triton.runtime.driver import driver
-
-        self._saved = (driver._active, Sm90Driver.active)
-        driver.set_active(self)  # type: ignore[arg-type]
+        super().__enter__()
+        self._prev_active = Sm90Driver.active
         Sm90Driver.active = self
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from triton.runtime.driver import driver
-
-        driver._active, Sm90Driver.active = self._saved
+        super().__exit__(*exc)
+        Sm90Driver.active = self._prev_active

@@ -197,7 +197,7 @@ def tma_descriptors(
         not cfg.USE_TMA
         or promo_of(desc)
         or desc.instruction_k != hw_k(desc)
-        or (require_cuda and not a.is_cuda)
+        or (require_cuda and a.device.type not in ("cuda", "meta"))  # meta: compile-only stand-ins
     ):
         return None, None, False
     from triton.tools.tensor_descriptor import TensorDescriptor

@@ -1,0 +1,71 @@
+"""fixbits.kernels.precompile: kernels compiled in spawned processes on meta tensors are the
+kernels the launching process then launches (same compile hash, found in the shared on-disk
+cache, nothing compiled anew). CPU only: the launching side is tests/_kernels_aot.Sm90Driver."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from _kernels_aot import Sm90Driver  # noqa: E402
+
+from fixbits.desc import GEMMDesc  # noqa: E402
+from fixbits.kernels._host import KernelConfig  # noqa: E402
+from fixbits.kernels.precompile import CompileJob, epilogue_ops, precompile  # noqa: E402
+
+TC = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16")
+JOBS = [
+    (96, 320, 192, "silu_gate", KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8,
+                                             num_stages=3, USE_TMA=1, PERSISTENT=1)),
+    (8, 272, 160, "scale+residual", KernelConfig(BLOCK_M=64, BLOCK_N=16, BLOCK_K=64, GROUP_M=1, num_warps=4,
+                                                 num_stages=3, SWAP_AB=1)),
+    (48, 144, 112, "none", KernelConfig(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, GROUP_M=4, num_warps=4, num_stages=2)),
+]  # fmt: skip
+
+
+def _dirs(root: Path) -> set[str]:
+    return {p.name for p in root.iterdir() if p.is_dir()} if root.exists() else set()
+
+
+def test_precompiled_kernels_are_the_ones_launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from triton.runtime.cache import _base32
+
+    import fixbits.kernels.single_pass as sp
+    from fixbits.kernels.matmul import matmul
+
+    cache = tmp_path / "triton"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
+    jobs = [CompileJob(m, n, k, TC, ep, tuple(cfg.to_dict().items())) for m, n, k, ep, cfg in JOBS]
+    report = precompile(jobs + jobs[:1], workers=1, timeout_s=600)
+    assert report.errors == () and report.unique == len(JOBS) and report.compiled == len(JOBS)
+    before = _dirs(cache)
+    assert before
+
+    g = torch.Generator().manual_seed(3)
+    monkeypatch.setattr(sp, "tma_descriptors", functools.partial(sp.tma_descriptors, require_cuda=False))
+    monkeypatch.setitem(sp._SMS, 0, 132)
+    with Sm90Driver() as drv:
+        for m, n, k, ep, cfg in JOBS:
+            a = torch.randn((m, k), generator=g).half()
+            b = torch.randn((k, n), generator=g).half()
+            side = dict(bias=torch.randn(n, generator=g).half(), residual=torch.randn((m, n), generator=g).half(),
+                        gate=torch.randn((m, n), generator=g).half())  # fmt: skip
+            matmul(a, b, desc=TC, epilogue=epilogue_ops(ep), config=cfg, **side)
+    hashes = [h for h, *_ in drv.launches]
+    assert len(hashes) == len(JOBS) and len(set(hashes)) == len(JOBS)
+    assert {_base32(h) for h in hashes} <= before
+    assert _dirs(cache) == before  # the launching process compiled nothing new
+
+
+def test_dedup_key_follows_the_binder() -> None:
+    cfg = tuple(KernelConfig().to_dict().items())
+    same = [CompileJob(256, 4096, 4096, TC, "none", cfg), CompileJob(512, 1024, 2048, TC, "none", cfg)]
+    assert same[0].dedup_key() == same[1].dedup_key()
+    for other in (CompileJob(1, 4096, 4096, TC, "none", cfg), CompileJob(256, 4096, 4100, TC, "none", cfg),
+                  CompileJob(256, 4096, 4096, TC, "silu_gate", cfg)):  # fmt: skip
+        assert other.dedup_key() != same[0].dedup_key()
