@@ -21,7 +21,7 @@ STEP128 = PLAIN.replace(k_loop_step=128, residue="first")
 SPLIT = STEP128.replace(k_cuts=(KCut("contiguous", count=4, granule=8, aligned_granule=64),))
 GEMV = GEMMDesc(arch="sm_90", instruction="fma", instruction_k=1, in_dtype="fp16", k_loop_step=64)
 LANES32 = GEMV.replace(k_cuts=(KCut("strided", count=32, span=1, merge="butterfly_down"),))
-LANES8 = GEMV.replace(k_cuts=(KCut("strided", count=8, span=4, merge="butterfly_down"),))
+LANES8 = GEMV.replace(k_cuts=(KCut("strided", count=8, span=64, merge="butterfly_down"),))
 
 
 class _Answer:
@@ -36,7 +36,7 @@ class _Answer:
 
 class _Lt:
     """Algo 1: tile 1 (M >= 32) single pass step 64; tile 2 step 128, split in 4 from K = 1024.
-    Algo 13 (M = 1): a GEMV whose lanes follow the custom option (N >= 100: 8 lanes of 4)."""
+    Algo 13 (M = 1): a GEMV whose lanes follow the custom option (N >= 100: 8 lanes of 64)."""
 
     version = 130100
 

@@ -249,12 +249,11 @@ def _lane_variants(desc: Any) -> list[Any]:
         return []
     c = desc.k_cuts[idx]
     out = []
-    for count in (2, 4, 8, 16, 32, 64, 128):
-        for span in (1, 2, 4, 8, 16, 32, 64):
-            for merge in ("butterfly_down", "butterfly_up"):
-                cut = KCut("strided", count=count, span=span, merge=merge)  # type: ignore[arg-type]
-                if cut != c:
-                    out.append(desc.replace(k_cuts=desc.k_cuts[:idx] + (cut,) + desc.k_cuts[idx + 1:]))
+    for count in (2, 4, 8, 16, 32, 64, 128):  # spans 1 and 64 are the ones the H200 showed (s2b)
+        for span in dict.fromkeys((c.span, 1, 64)):
+            cut = KCut("strided", count=count, span=span, merge=c.merge)
+            if cut != c:
+                out.append(desc.replace(k_cuts=desc.k_cuts[:idx] + (cut,) + desc.k_cuts[idx + 1:]))
     return out
 
 
@@ -374,9 +373,10 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
     for i, b in enumerate(bases):
         for d in _step_variants(b):
             origin.setdefault(d, i)
-    for i, b in enumerate(bases):
-        for d in _lane_variants(b):
-            origin.setdefault(d, i)
+    lanes = next((i for i, b in enumerate(bases) if _lane_variants(b)), None)  # one base's lanes (emulation cost)
+    if lanes is not None:
+        for d in _lane_variants(bases[lanes]):
+            origin.setdefault(d, lanes)
     alive = list(origin)
     desc = bases[0]
     used: list[tuple[int, int, int]] = []

@@ -221,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     todo = pairs(dtypes, [d for d in args.out_dtypes.split(",") if d])
     cs = sweep_cases(args.fuzz, args.limit_shapes)
     prio = [(c.m, c.n, c.k) for c in cs]
+    prio_real = [(c.m, c.n, c.k) for c in cs if c.which == "realistic"]
     lt = _DryLt() if dry else None
     summaries: dict[str, Any] = {}
     lib_version = ""
@@ -248,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                 summaries[f"{dt}->{od}"] = reconstruct(
                     arch=args.arch, in_dtype=dt, out_dtype=od, out_dir=prof_dir, budget_s=b,
                     max_queries=args.max_queries if not dry else 40, scan_budget_s=min(30.0, 0.15 * b), log=log,
-                    workers=workers, per_answer_s=min(60.0, 0.5 * b), priority_shapes=prio, lt=lt,
+                    workers=workers, per_answer_s=min(60.0, 0.5 * b), lt=lt,
+                    priority_shapes=prio if od == "fp32" or args.narrow_sweep == "all" else prio_real,
                     backend=_dry_backend(lt, dt, od) if dry else None, profile_launch=not dry,
                     scan_shapes=[(m, n, k) for m in (3, 16, 40) for n in (2, 24) for k in (96, 200, 333, 500, 613)]
                     if dry else None, hints=hints)
@@ -274,9 +276,12 @@ def main(argv: list[str] | None = None) -> int:
             lt_s: Any = CublasLt()
         else:
             lt_s = lt
-        for ins, od in groups:
+        narrow = [g for g in groups if g[1] != "fp32"] if args.narrow_sweep != "none" else []
+        for gi, (ins, od) in enumerate(groups):
             if time.time() > deadline - 15:
                 break
+            # fp32 outputs leave each narrow-output group a share of the sweep (realistic shapes)
+            reserve = 0.12 * sweep_s * sum(1 for g in groups[gi + 1:] if g in narrow)
             mm = _dry_matmul(lt, ins[0], od) if dry else None  # type: ignore[arg-type]
             todo_cs = cs
             if od != "fp32":  # narrow outputs: the realistic shapes (what torch.mm users run) first
@@ -285,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.narrow_sweep == "realistic":
                     todo_cs = [c for c in cs if c.which == "realistic"]
             counts["+".join(ins) + "->" + od] = collect(
-                lt_s, todo_cs, ins, od, args.draws, deadline - 12, out, device=DEVICE, matmul=mm, log=log,
+                lt_s, todo_cs, ins, od, args.draws, deadline - 12 - reserve, out, device=DEVICE, matmul=mm, log=log,
                 on_flush=checker.submit, max_bytes=30 << 30)
     except Exception as exc:  # noqa: BLE001
         counts["error"] = f"{type(exc).__name__}: {exc}"
