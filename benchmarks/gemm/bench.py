@@ -79,11 +79,9 @@ def interleave(shapes):
 
 
 def epilogue_ops(ep: str):
-    from fixbits.desc import EpilogueOp
+    from fixbits.kernels.precompile import epilogue_ops as ops
 
-    if not ep or ep == "none":
-        return ()
-    return tuple(EpilogueOp(k, 0.5) if k == "scale" else EpilogueOp(k) for k in ep.split("+"))
+    return ops(ep)
 
 
 def main() -> int:
@@ -99,6 +97,18 @@ def main() -> int:
     ap.add_argument("--tune-s", type=float, default=6.0, help="tuning time per shape (compiles included)")
     ap.add_argument(
         "--per-cell", type=int, default=0, help="shapes per (layer, side of 5 GFLOP) cell; 0: all"
+    )
+    ap.add_argument("--warmup-ms", type=int, default=5, help="warmup of the whole-call timings")
+    ap.add_argument(
+        "--seed-tuned",
+        default="",
+        help="a tuned_configs.json whose per-shape winners are timed first (they still compete)",
+    )
+    ap.add_argument(
+        "--precompile-workers",
+        type=int,
+        default=-1,
+        help="processes compiling every candidate kernel before timing (-1: cores - 2; 0: off)",
     )
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument(
@@ -151,12 +161,21 @@ def main() -> int:
             return do_bench_cudagraph(fn, rep=args.graph_rep_ms, return_mode="median")
         if mode == "tune":
             return do_bench(fn, warmup=1, rep=args.tune_rep_ms, return_mode="median")
-        return do_bench(fn, warmup=5, rep=args.rep_ms, return_mode="median")
+        return do_bench(fn, warmup=args.warmup_ms, rep=args.rep_ms, return_mode="median")
 
+    bench.seeds = {}  # type: ignore[attr-defined]
+    if args.seed_tuned:
+        from fixbits.kernels.tuning import load_seeds
+
+        bench.seeds = load_seeds(Path(args.seed_tuned))  # type: ignore[attr-defined]
+        print(f"{len(bench.seeds)} seed configs from {args.seed_tuned}", flush=True)
     bench.tune_limit = args.tune_limit  # type: ignore[attr-defined]
     bench.tune_s = args.tune_s  # type: ignore[attr-defined]
     bench.out = out  # type: ignore[attr-defined]
 
+    fused_shapes = FUSED_SHAPES if args.fused_share > 0 else ()
+    if DEVICE == "cuda" and args.precompile_workers != 0:
+        run_precompile(shapes, fused_shapes, bench, args.precompile_workers, args.budget_s * 0.3)
     rows = []
     compile_share = 0 if args.no_compile else args.compile_share
     main_budget = args.budget_s * (1 - compile_share - args.fused_share)
@@ -186,7 +205,8 @@ def main() -> int:
 
     # 4 s kept for the final table and plot
     bench.pass_end = time.monotonic() + args.budget_s * (1 - compile_share) - 4 - (time.time() - t0)  # type: ignore[attr-defined]
-    fused_pass(rows, t0, args.budget_s * (1 - compile_share) - 4, bench, args.dry_run, out)
+    if args.fused_share > 0:
+        fused_pass(rows, t0, args.budget_s * (1 - compile_share) - 4, bench, args.dry_run, out)
     if not args.no_compile and DEVICE == "cuda":
         compile_pass(rows, t0, args.budget_s, bench, out)
     write_outputs(rows, out)
@@ -229,25 +249,17 @@ def measure_shape(i: int, row: dict, bench, gemm: dict | None = None) -> None:
     with an epilogue, the fused pair."""
     import torch
 
-    from fixbits.desc import GEMMDesc
     from fixbits.kernels.dispatch import choose_kernel
-    from fixbits.kernels.matmul import MatmulUnavailable, matmul, resolve_desc
+    from fixbits.kernels.matmul import matmul
     from fixbits.kernels.tuning import best_config, tune
 
     m, n, k = row["m"], row["n"], row["k"]
     g = torch.Generator(device=DEVICE).manual_seed(i)
     a = torch.randn((m, k), device=DEVICE, dtype=torch.float16, generator=g)
     b = torch.randn((k, n), device=DEVICE, dtype=torch.float16, generator=g)  # the profile's layout
-    try:
-        desc = resolve_desc(m, n, k, "fp16", "fp16", a.device)
-        row["desc_source"] = "profile"
-    except MatmulUnavailable as exc:
-        desc = GEMMDesc(
-            arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16"
-        )
-        row["desc_source"] = "single_pass (no profile)"
-        if i == 0:
-            print(f"profile route unavailable: {exc}", flush=True)
+    desc, row["desc_source"], exc = shape_desc(m, n, k)
+    if exc is not None and i == 0:
+        print(f"profile route unavailable: {exc}", flush=True)
     choice = choose_kernel(desc, m, n)
     row["family"] = choice.family
     row["desc_hash"] = desc.short_hash
@@ -260,6 +272,7 @@ def measure_shape(i: int, row: dict, bench, gemm: dict | None = None) -> None:
             key, m, lambda c: bench(lambda: matmul(a, b, desc=via, config=c, out_dtype="fp16"), "tune"), n, k,
             limit=getattr(bench, "tune_limit", 0),
             deadline=min(t_tune + getattr(bench, "tune_s", 1e9), getattr(bench, "pass_end", float("inf"))),
+            seeds=tuple(c for c in [getattr(bench, "seeds", {}).get((m, n, k))] if c is not None),
         )  # fmt: skip
         if times:
             row["tune_s"] = time.monotonic() - t_tune
@@ -276,6 +289,52 @@ def measure_shape(i: int, row: dict, bench, gemm: dict | None = None) -> None:
         if gemm is not None:
             gemm[(m, n, k)] = {key: row[key] for key in GEMM_KEYS if key in row}
     measure_fused(row, bench, a, b, desc, via)
+
+
+def shape_desc(m: int, n: int, k: int):
+    """(descriptor, source label): the arch profile's when it covers the shape, else single-pass."""
+    import torch
+
+    from fixbits.desc import GEMMDesc
+    from fixbits.kernels.matmul import MatmulUnavailable, resolve_desc
+
+    try:
+        return resolve_desc(m, n, k, "fp16", "fp16", torch.device(DEVICE)), "profile", None
+    except MatmulUnavailable as exc:
+        desc = GEMMDesc(
+            arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16"
+        )
+        return desc, "single_pass (no profile)", exc
+
+
+def run_precompile(shapes, fused_shapes, bench, workers: int, timeout_s: float) -> None:
+    """Compile every kernel the timing passes can launch (each tuning candidate, plain and
+    with the shape's epilogue), in parallel processes, before anything is timed."""
+    import torch
+
+    from fixbits.kernels.precompile import CompileJob, precompile
+    from fixbits.kernels.single_pass import num_sms
+    from fixbits.kernels.tuning import candidates
+
+    t = time.time()
+    seeds = getattr(bench, "seeds", {})
+    todo = [(m, n, k, ("none", ep)) for m, n, k, _, ep in shapes]
+    todo += [(m, n, k, ("none", *FUSED_EPILOGUES)) for m, n, k in fused_shapes]
+    jobs = []
+    for m, n, k, eps in todo:
+        desc, _, _ = shape_desc(m, n, k)
+        seed = tuple(c for c in [seeds.get((m, n, k))] if c is not None)
+        for cfg in candidates(m, n, k, getattr(bench, "tune_limit", 0), seed):
+            for ep in dict.fromkeys(eps):
+                jobs.append(CompileJob(m, n, k, desc, ep, tuple(cfg.to_dict().items())))
+    sms = num_sms(torch.device(DEVICE)) if DEVICE == "cuda" else 132
+    rep = precompile(jobs, workers=workers if workers > 0 else None, sms=sms,
+                     timeout_s=timeout_s)  # fmt: skip
+    print(f"[precompile] {rep.jobs} calls, {rep.unique} distinct kernels, {rep.compiled} compiled by "
+          f"{rep.workers} processes in {rep.seconds:.0f}s ({time.time() - t:.0f}s with the job list); "
+          f"{len(rep.errors)} errors", flush=True)  # fmt: skip
+    for e in rep.errors[:10]:
+        print(f"[precompile] {e}", flush=True)
 
 
 def host_us(fn, reps: int) -> float:

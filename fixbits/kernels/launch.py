@@ -62,7 +62,8 @@ class DirectLaunch:
         self._tail: tuple[Any, ...] | None = None
         self._slots: tuple[int, ...] = ()
         self._kernels: dict[tuple[Any, ...], Any] = {}
-        self._direct = ENABLED
+        # Triton's interpreter hands out InterpretedFunctions (no params, no compiled kernel)
+        self._direct = ENABLED and hasattr(fn, "params") and hasattr(fn, "pre_run_hooks")
 
     def _settle(self, args: tuple[Any, ...]) -> None:
         """The constexpr tail (parameters after the runtime ones) and the tensor positions."""

@@ -120,6 +120,32 @@ def shape_space(m: int, n: int, k: int, limit: int = 0) -> tuple[KernelConfig, .
     return tuple(out) or (cls.default,)
 
 
+def candidates(
+    m: int, n: int, k: int, limit: int = 0, seeds: tuple[KernelConfig, ...] = ()
+) -> tuple[KernelConfig, ...]:
+    """What ``tune`` times for a shape: ``seeds`` (earlier winners) first, then shape_space."""
+    out = list(seeds)
+    seen = {c.label() for c in out}
+    for c in shape_space(m, n, k, limit):
+        if c.label() not in seen:
+            seen.add(c.label())
+            out.append(c)
+    return tuple(out)
+
+
+def load_seeds(path: Path) -> dict[tuple[int, int, int], KernelConfig]:
+    """(m, n, k) -> winner of a save_tuned file (to time first, without recording it)."""
+    import json
+
+    data = json.loads(Path(path).read_text())
+    return {
+        (int(e["m"]), int(e["n"]), int(e["k"])): KernelConfig.from_dict(
+            e["config"], where=f"{path}: entries[{i}]"
+        )
+        for i, e in enumerate(data.get("entries", []))
+    }
+
+
 class _State:
     """Per-shape winners; ``generation`` moves whenever one is recorded, so callers that cache
     a config (fixbits.matmul's launch cache) see a new tuning result."""
@@ -167,10 +193,12 @@ def tune(
     *,
     limit: int = 0,
     deadline: float | None = None,
+    seeds: tuple[KernelConfig, ...] = (),
 ) -> tuple[KernelConfig, dict[str, float]]:
     """Time ``run(cfg)`` (ms) for each candidate of the shape once; remember and return the best.
 
-    A shape already tuned returns at once (empty times). ``deadline`` (time.monotonic()):
+    A shape already tuned returns at once (empty times). ``seeds`` are timed first (see
+    ``candidates``). ``deadline`` (time.monotonic()):
     candidates after it are skipped, the best so far wins. Without n and k the M class's
     whole space is timed and the result is not recorded (nothing to key it on).
     """
@@ -178,7 +206,7 @@ def tune(
 
     if n is not None and k is not None and (*key, m, n, k) in _SHAPE_BEST:
         return _SHAPE_BEST[(*key, m, n, k)], {}
-    space = shape_space(m, n, k, limit) if n is not None and k is not None else size_class(m).space
+    space = candidates(m, n, k, limit, seeds) if n is not None and k is not None else size_class(m).space
     times: dict[str, float] = {}
     best, best_t = size_class(m).default, float("inf")
     for cfg in space:
