@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from fixbits.checker.node import reset_interning
 from fixbits.checker.signature import KernelSignature, build, text_fallback
 from fixbits.checker.walk import Unsupported
 
@@ -110,11 +111,13 @@ def _combine(sigs: list[KernelSignature]) -> KernelSignature:
 
 def signature(text: str, isa: str | None = None, path: str | None = None) -> KernelSignature:
     isa = isa or detect_isa(text, path)
-    if isa == "ptx":
-        return ptx_signature(text)
-    if isa == "amdgcn":
-        return gcn_signature(text)
-    raise ValueError(f"unknown ISA {isa!r}; supported: 'ptx', 'amdgcn'")
+    if isa not in ("ptx", "amdgcn"):
+        raise ValueError(f"unknown ISA {isa!r}; supported: 'ptx', 'amdgcn'")
+    reset_interning()
+    try:
+        return ptx_signature(text) if isa == "ptx" else gcn_signature(text)
+    finally:
+        reset_interning()
 
 
 def signature_of_file(path: str | Path) -> KernelSignature:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fixbits.checker.forms import Poly, is_bit_symbol
 from fixbits.checker.node import Node, int_node
 
-COMBINES = frozenset({"add", "mul", "max", "min"})
+COMBINES = frozenset({"add", "mul", "max", "min"})  # with shfl and xwarp: node._COMBINING
 _ELEMENTWISE = frozenset({"cvt", "neg", "abs", "fabs", "mul", "add", "sub", "fma", "ex2", "lg2", "max", "min",
                           "sqrt", "rsqrt", "rcp", "div", "masked", "select"})  # fmt: skip
 
@@ -241,6 +241,8 @@ class Collapser:
 
     # ---- rewrite ------------------------------------------------------------------------------
     def collapse(self, n: Node) -> Node:
+        if not n.combines:
+            return n  # no combine or exchange below: nothing to prove
         got = self.out_memo.get(n.digest)
         if got is not None:
             return got

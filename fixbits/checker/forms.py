@@ -47,14 +47,22 @@ class Poly:
         self.terms: dict[Mono, int] = {m: c for m, c in terms.items() if c != 0}
         self._key: tuple[tuple[Mono, int], ...] | None = None
 
+    @classmethod
+    def _of(cls, terms: dict[Mono, int]) -> Poly:
+        """A polynomial over ``terms`` that already holds no zero coefficient (not copied)."""
+        p = cls.__new__(cls)
+        p.terms = terms
+        p._key = None
+        return p
+
     # ---- construction -------------------------------------------------------------------
     @staticmethod
     def const(c: int) -> Poly:
-        return Poly({(): c})
+        return Poly._of({(): c} if c else {})
 
     @staticmethod
     def sym(s: str) -> Poly:
-        return Poly({(s,): 1})
+        return Poly._of({(s,): 1})
 
     @staticmethod
     def bits(prefix: str, nbits: int) -> Poly:
@@ -103,13 +111,21 @@ class Poly:
 
     # ---- exact arithmetic ---------------------------------------------------------------
     def __add__(self, other: Poly) -> Poly:
+        if not other.terms:
+            return self
+        if not self.terms:
+            return other
         t = dict(self.terms)
         for m, c in other.terms.items():
-            t[m] = t.get(m, 0) + c
-        return Poly(t)
+            v = t.get(m, 0) + c
+            if v:
+                t[m] = v
+            else:
+                del t[m]
+        return Poly._of(t)
 
     def __neg__(self) -> Poly:
-        return Poly({m: -c for m, c in self.terms.items()})
+        return Poly._of({m: -c for m, c in self.terms.items()})
 
     def __sub__(self, other: Poly) -> Poly:
         return self + (-other)

@@ -10,6 +10,8 @@ both return a canonical NaN), and no other rewriting.
 from __future__ import annotations
 
 import hashlib
+
+_blake2b = hashlib.blake2b
 from dataclasses import dataclass
 
 from fixbits.checker.forms import Poly
@@ -22,12 +24,64 @@ COMMUTATIVE_PREFIX2 = frozenset({"fma"})
 
 _VARIANT_KINDS = frozenset({"shfl", "xwarp", "carried", "lane_sym"})
 _EXCHANGE = frozenset({"shfl", "xwarp", "carried", "ldmatrix", "state"})
+# what the balanced-tree collapse looks for (balanced.COMBINES and the exchanges it proves)
+_COMBINING = frozenset({"add", "mul", "max", "min", "shfl", "xwarp"})
 
 
-class Node:
+def _plain(x: object) -> bool:
+    """True for attributes whose ``==`` agrees with their ``repr`` (str, int, nested tuples):
+    only those may key the intern table (1 == True == 1.0 would otherwise meet)."""
+    t = type(x)
+    if t is str or t is int:
+        return True
+    if t is tuple:
+        return all(_plain(y) for y in x)  # type: ignore[union-attr]
+    return False
+
+
+class _Interned(type):
+    """Hash-consing: building a node equal (kind, attributes, children) to one already built
+    returns that node, so its digest, variant and exchange flags are computed once. A node is
+    immutable and its digest a function of exactly that key, so sharing changes no verdict.
+    The table is keyed on the children's identities; it holds every node it returns, so an
+    identity is never reused while the table lives (``reset_interning`` empties it)."""
+
+    _table: dict[tuple, Node] = {}
+
+    def __call__(cls, kind: str, attrs: tuple = (), kids: tuple = (), poly: Poly | None = None):  # type: ignore[override]
+        if kind in COMMUTATIVE and len(kids) > 1:
+            kids = tuple(sorted(kids, key=_digest_of))
+        elif kind in COMMUTATIVE_PREFIX2 and len(kids) >= 2:
+            a, b = sorted(kids[:2], key=_digest_of)
+            kids = (a, b) + tuple(kids[2:])
+        if kind == "int":
+            if poly is None:
+                return super().__call__(kind, attrs, kids, poly)
+            # attrs is the polynomial's key: monomials of str, int coefficients (plain)
+        elif poly is not None or (attrs and not (len(attrs) == 1 and type(attrs[0]) is str)):
+            return super().__call__(kind, attrs, kids, poly)
+        key = (kind, attrs, *map(id, kids))
+        tab = _Interned._table
+        got = tab.get(key)
+        if got is None:
+            got = super().__call__(kind, attrs, kids, poly)
+            tab[key] = got
+        return got
+
+
+def _digest_of(n: Node) -> bytes:
+    return n.digest
+
+
+def reset_interning() -> None:
+    """Drop the intern table (between files: it only saves work within one walk)."""
+    _Interned._table = {}
+
+
+class Node(metaclass=_Interned):
     """One value of the symbolic thread."""
 
-    __slots__ = ("kind", "attrs", "kids", "digest", "poly", "variant", "exchange")
+    __slots__ = ("kind", "attrs", "kids", "digest", "poly", "variant", "exchange", "combines")
     kind: str
     attrs: tuple
     kids: tuple[Node, ...]
@@ -35,34 +89,29 @@ class Node:
     poly: Poly | None
     variant: bool
     exchange: bool
+    combines: bool  # some node of the tree is a combine or an exchange (balanced.py may rewrite it)
 
     def __init__(self, kind: str, attrs: tuple = (), kids: tuple[Node, ...] = (), poly: Poly | None = None):
-        if kind in COMMUTATIVE and len(kids) > 1:
-            kids = tuple(sorted(kids, key=lambda n: n.digest))
-        elif kind in COMMUTATIVE_PREFIX2 and len(kids) >= 2:
-            a, b = sorted(kids[:2], key=lambda n: n.digest)
-            kids = (a, b) + tuple(kids[2:])
+        # (children already in canonical order: see _Interned.__call__)
         self.kind = kind
         self.attrs = attrs
         self.kids = kids
         self.poly = poly
-        self.digest = hashlib.blake2b(
-            b"".join(
-                (
-                    kind.encode(),
-                    b"\x00",
-                    b"()" if attrs == () else repr(attrs).encode(),
-                    b"\x00",
-                    *[k.digest for k in kids],
-                )
-            ),
-            digest_size=16,
-        ).digest()
+        h = _blake2b(kind.encode(), digest_size=16)
+        h.update(b"\x00()\x00" if attrs == () else b"\x00" + repr(attrs).encode() + b"\x00")
         variant = kind in _VARIANT_KINDS or (poly is not None and poly.is_variant())
         exchange = kind in _EXCHANGE
+        combines = kind in _COMBINING
         for k in kids:
-            variant = variant or k.variant
-            exchange = exchange or k.exchange
+            h.update(k.digest)
+            if k.variant:
+                variant = True
+            if k.exchange:
+                exchange = True
+            if k.combines:
+                combines = True
+        self.combines = combines
+        self.digest = h.digest()
         self.variant = variant
         # a value that came from another lane, warp or iteration: no change of coordinates removes it
         self.exchange = exchange

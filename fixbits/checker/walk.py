@@ -36,6 +36,7 @@ class SmemEntry:
 
 
 TRUE = Node("true")
+UNDEF = Node("undef", ())
 
 
 def to_poly(n: Node) -> Poly:
@@ -114,7 +115,8 @@ class Walk:
         self.labels: dict[str, int] = {}
         self.backedges: dict[int, int] = {}  # header index -> back-edge branch index
         self._hist: Node | None = None
-        self._hist_key: tuple[int, int] | None = None
+        self._hist_key: tuple[list[SmemEntry], int] | None = None
+        self._uni_cache: tuple[list[SmemEntry], int, Node | None, frozenset[int]] | None = None
 
     # ---- to be provided by the ISA walker ------------------------------------------------
     def insts_len(self) -> int:
@@ -372,12 +374,8 @@ class Walk:
         memory (the usual epilogue of a tensor-core GEMM) adds nothing. Copy-engine writes only
         stage tensor-core operands and are not read by plain loads in a kernel with MMAs.
         """
-        stores = [e for e in self.smem if e.kind == "st" and not _is_staging(e.value)]
-        staged = [e for e in self.smem if e.kind != "st" or _is_staging(e.value)]
-        if not stores or (staged and not self.has_mma):
-            return None
-        first = stores[0].value
-        if first.variant or not all(e.value.digest == first.digest and e.nbytes == nbytes for e in stores):
+        first, sizes = self._smem_stores()
+        if first is None or nbytes not in sizes or len(sizes) != 1:
             return None
         if any_lane_halves:
             # a transposing read regroups halves: only safe when both halves are one tree
@@ -385,9 +383,39 @@ class Walk:
                 return None
         return first
 
+    def _smem_stores(self) -> tuple[Node | None, frozenset[int]]:
+        """(the one coordinate-free tree every value store wrote, or None; their sizes), for
+        the current shared-memory list; cached on the list itself and its length (the list is
+        only ever appended to, and the cache keeps it alive so its identity is not reused)."""
+        smem = self.smem
+        c = self._uni_cache
+        if c is not None and c[0] is smem and c[1] == len(smem):
+            return c[2], c[3]
+        first: Node | None = None
+        sizes: set[int] = set()
+        ok = True
+        staged = False
+        have = False
+        for e in smem:
+            if e.kind != "st" or _is_staging(e.value):
+                staged = True
+                continue
+            if not have:
+                have = True
+                first = e.value
+                ok = not first.variant
+            elif e.value.digest != first.digest:  # type: ignore[union-attr]
+                ok = False
+            sizes.add(e.nbytes)
+        if not have or not ok or (staged and not self.has_mma):
+            first = None
+        res = (first, frozenset(sizes))
+        self._uni_cache = (smem, len(smem), res[0], res[1])
+        return res
+
     def smem_history(self) -> Node:
-        key = (id(self.smem), len(self.smem))
-        if self._hist_key != key or self._hist is None:
+        key = (self.smem, len(self.smem))
+        if self._hist_key is None or self._hist_key[0] is not key[0] or self._hist_key[1] != key[1] or self._hist is None:
             entries = []
             for e in self.smem:
                 if e.node is None:
@@ -570,8 +598,8 @@ class LoopSummary:
         memo: dict[bytes, Node] = {}
         slots = []
         for r in order:
-            init = self.init.get(r, Node("undef", ()))
-            upd = self.upd.get(r, Node("undef", ()))
+            init = self.init.get(r, UNDEF)
+            upd = self.upd.get(r, UNDEF)
             slots.append(Node("slot", (), (init, self.rename(upd, names, memo))))
         key = Node("loop", (self.depth,), (self.rename(self.cond, names, memo),) + tuple(slots))
         self._key_memo[ok] = key
@@ -581,7 +609,7 @@ class LoopSummary:
         upd = self.upd[r]
         chain = _mma_chain(upd, r)
         if chain is not None and self.single_accumulator():
-            return Node("mmafold", (chain,), (self.init.get(r, Node("undef", ())),))
+            return Node("mmafold", (chain,), (self.init.get(r, UNDEF),))
         order = self.closure([upd], first=r)
         if len(order) <= 8:
             return Node("loopout", (0,), (self.key_for([upd], order=order),))

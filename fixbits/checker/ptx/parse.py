@@ -40,40 +40,44 @@ _REGDECL_RE = re.compile(r"\.reg\s+(?:\.v\d\s+)?\.\w+\s+(.+)")
 
 def split_args(s: str) -> list[str]:
     """Split operands on top-level commas (not inside [] or {})."""
-    if not any(c in s for c in "[]{}"):  # the common case: no nesting, a plain split
+    if "[" not in s and "{" not in s and "]" not in s and "}" not in s:  # no nesting: a plain split
         parts = [p.strip() for p in s.split(",")]
         if parts[-1] == "":
             parts.pop()
         return parts
     out: list[str] = []
-    cur: list[str] = []
     depth = 0
-    for ch in s:
-        if ch in "[{":
+    last = 0
+    for m in _DELIMS.finditer(s):
+        ch = m.group()
+        if ch == "[" or ch == "{":
             depth += 1
-        elif ch in "]}":
+        elif ch == "]" or ch == "}":
             depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    tail = "".join(cur).strip()
+        elif depth == 0:
+            out.append(s[last : m.start()].strip())
+            last = m.end()
+    tail = s[last:].strip()
     if tail:
         out.append(tail)
     return out
 
 
+_DELIMS = re.compile(r"[\[\]{},]")
+
+
+_BRACKETS = {"(": re.compile(r"[()]"), "{": re.compile(r"[{}]")}
+
+
 def _match_paren(text: str, start: int, open_ch: str, close_ch: str) -> int:
     depth = 0
-    for i in range(start, len(text)):
-        c = text[i]
-        if c == open_ch:
+    for m in _BRACKETS[open_ch].finditer(text, start):
+        if m.group() == open_ch:
             depth += 1
-        elif c == close_ch:
+        else:
             depth -= 1
             if depth == 0:
-                return i
+                return m.start()
     raise PTXError(f"unbalanced '{open_ch}' at offset {start}")
 
 

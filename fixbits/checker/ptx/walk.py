@@ -81,6 +81,8 @@ class PTXWalk(Walk):
         self.params = {p: f"p:{i}" for i, p in enumerate(entry.params)}
         self.ntid = entry.reqntid
         self.special: dict[str, Poly] = {}
+        self._vcache: dict[tuple[str, int], Node | str] = {}
+        self._decode()
         for d, n in zip("xyz", self.ntid or (0, 0, 0), strict=False):
             if self.ntid is None:
                 self.special[f"tid.{d}"] = Poly.sym(f"tid.{d}")
@@ -100,21 +102,38 @@ class PTXWalk(Walk):
         return len(self.insts)
 
     def label_at(self, i: int) -> str | None:
-        op = self.insts[i].op
-        return op[1:] if op.startswith(":") else None
+        return self._labels[i]
 
     def branch_target(self, i: int) -> str | None:
-        ins = self.insts[i]
-        if ins.op.split(".")[0] == "bra" and ins.args:
-            return ins.args[0].strip()
-        if ins.op.split(".")[0] in ("brx", "call"):
-            raise Unsupported(f"{ins.op} is not modelled")
-        return None
+        tgt = self._targets[i]
+        if tgt is not None and tgt[0] == "!":
+            raise Unsupported(f"{tgt[1:]} is not modelled")
+        return tgt
+
+    def _decode(self) -> None:
+        """Labels, branch targets and split opcodes of every instruction, once per walk (the
+        walk visits a loop body twice and nested bodies more often)."""
+        self._labels: list[str | None] = []
+        self._targets: list[str | None] = []
+        self._parts: list[list[str]] = []
+        for ins in self.insts:
+            op = ins.op
+            parts = op.split(".")
+            self._parts.append(parts)
+            self._labels.append(op[1:] if op.startswith(":") else None)
+            if parts[0] == "bra" and ins.args:
+                self._targets.append(ins.args[0].strip())
+            elif parts[0] in ("brx", "call"):
+                self._targets.append("!" + op)
+            else:
+                self._targets.append(None)
 
     def branch_at(self, i: int) -> tuple[str, Node | None] | None:
-        tgt = self.branch_target(i)
+        tgt = self._targets[i]
         if tgt is None:
             return None
+        if tgt[0] == "!":
+            raise Unsupported(f"{tgt[1:]} is not modelled")
         ins = self.insts[i]
         if ins.pred is None:
             return tgt, None
@@ -165,6 +184,20 @@ class PTXWalk(Walk):
 
     # ---- operands --------------------------------------------------------------------------
     def val(self, a: str, width: int = 32) -> Node:
+        """The node of an operand; plain registers and side-effect-free constants are classified
+        once per operand text (the walk meets the same operands over and over)."""
+        got = self._vcache.get((a, width))
+        if got is not None:
+            return self.get(got) if type(got) is str else got
+        n = self._val(a, width)
+        s = a.strip()
+        if s.startswith("%") and not _SPECIAL_RE.match(s):
+            self._vcache[(a, width)] = s
+        elif not s.startswith("{") and not self.nondeterministic:
+            self._vcache[(a, width)] = n
+        return n
+
+    def _val(self, a: str, width: int = 32) -> Node:
         a = a.strip()
         if a.startswith("%"):
             m = _SPECIAL_RE.match(a)
@@ -232,7 +265,7 @@ class PTXWalk(Walk):
     def step(self, i: int) -> None:
         ins = self.insts[i]
         op = ins.op
-        parts = op.split(".")
+        parts = self._parts[i]  # (handlers only read it)
         base = parts[0]
         if op.startswith(_HARMLESS):
             if base in ("bar", "barrier") or op.startswith("bar.warp"):
