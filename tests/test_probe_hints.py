@@ -87,3 +87,15 @@ def test_adapt_moves_a_descriptor_into_and_out_of_split_k() -> None:
     six = GEMMDesc.from_dict(R._adapt(d, 4, 6))  # type: ignore[arg-type]
     assert six.k_cuts[0].count == 6 and six.k_cuts[0].aligned_granule == 64
     assert R._split_of("a41-t21-s-1-r2-w0-c0-g35") == -1 and R._split_of("a24-t11-s12-r2-w0-c0-g20") == 12
+
+
+def test_fp16_output_split_takes_fp16_partials_from_an_fp32_output_hint() -> None:
+    from fixbits.backends import EmulatorBackend
+
+    hint = SPLIT.replace(out_dtype="fp16")  # carried from the fp32-output profile
+    truth = hint.replace(partial_dtype="fp16", merge_dtype="fp16")
+    task = {"seed": 7, "prio": [], "group": [(16, 4, 1100), (16, 4, 1544)], "in_dtype": "fp16"}
+    desc, used, note, src = R._predict(EmulatorBackend(truth), [hint], task, [(16, 4, 1100), (16, 4, 1544)])
+    assert desc is not None and src == 0, note
+    for k in (1100, 1544):
+        assert equivalent_on(desc, truth, k), (k, desc)

@@ -237,6 +237,16 @@ def _adapt(desc: dict[str, Any], from_split: int, splitk: int) -> dict[str, Any]
     return {**desc, "k_cuts": [top] + cuts}
 
 
+def _reduction_variants(desc: Any) -> list[Any]:
+    """A split's partials and merge in the output dtype (split-K reductions of OUTPUT_TYPE or in
+    place write fp16/bf16 partials when C is fp16/bf16), for a descriptor carried from fp32 C."""
+    if desc.out_dtype == "fp32" or not desc.k_cuts or desc.k_cuts[0].count is None:
+        return []
+    o = desc.out_dtype
+    return [desc.replace(partial_dtype=o, merge_dtype=o), desc.replace(partial_dtype=o),
+            desc.replace(merge_dtype=o)]
+
+
 def _lane_variants(desc: Any) -> list[Any]:
     """A GEMV's strided lane level with other lane counts, tile widths and fold directions
     (answers of one gemv algo differ in CUSTOM_OPTION, which sets the lanes: H200 run s2b)."""
@@ -372,6 +382,9 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
     origin: dict[Any, int] = {}
     for i, b in enumerate(bases):
         for d in _step_variants(b):
+            origin.setdefault(d, i)
+    for i, b in enumerate(bases):
+        for d in _reduction_variants(b):
             origin.setdefault(d, i)
     lanes = next((i for i, b in enumerate(bases) if _lane_variants(b)), None)  # one base's lanes (emulation cost)
     if lanes is not None:

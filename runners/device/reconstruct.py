@@ -62,8 +62,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--limit-shapes", type=int, default=0, help="dry runs: this many small shapes per set")
     p.add_argument("--seed-profiles", default=None, metavar="DIR",
                    help="start from these profiles (e.g. matrices/profiles): a pair's own profile is resumed "
-                        "(its answers are not probed again), and every profile of the same input dtype serves "
-                        "as known descriptors (output dtype replaced) for predicting answers by draws")
+                        "(its answers are not probed again), and the other fp16/bf16 profiles serve as known "
+                        "descriptors (dtypes replaced) for predicting answers by draws")
     p.add_argument("--narrow-sweep", default="realistic", choices=["realistic", "all", "none"],
                    help="sweep shapes for fp16/bf16 outputs (fp32 outputs always sweep realistic + fuzz)")
     return p.parse_args(argv)
@@ -93,31 +93,36 @@ def sweep_cases(fuzz: int, limit: int) -> list[Any]:
 
 def seed_profiles(seed_dir: Path, prof_dir: Path, arch: str, version: str, dt: str, od: str, log: Any) -> dict[str, Any]:
     """Resume the pair's own profile from ``seed_dir`` (copied into ``prof_dir`` unless a profile is
-    already there) and return known descriptors of other output dtypes as hints (key -> GEMMDesc)."""
+    already there) and return the descriptors of the other fp16/bf16 profiles as hints (key -> GEMMDesc,
+    dtypes replaced)."""
     import shutil
 
     from fixbits.probe.profile import load
 
     hints: dict[str, Any] = {}
-    for p in sorted(seed_dir.glob(f"{arch}_cublaslt{version}_{dt}_*.yaml")):  # this library version only
+    twins = {"fp16": "bf16", "bf16": "fp16"}  # one answer key of the 16-bit pair: most often one kernel
+    files = sorted(seed_dir.glob(f"{arch}_cublaslt{version}_{dt}_*.yaml"))  # this library version only
+    if dt in twins:
+        files += sorted(seed_dir.glob(f"{arch}_cublaslt{version}_{twins[dt]}_*.yaml"))
+    for p in files:
         try:
             prof = load(p)
         except Exception as exc:  # noqa: BLE001
             log(f"seed profile {p}: {exc}")
             continue
-        if prof.dtype != dt:
-            continue
-        if prof.out_dtype == od:
+        if prof.dtype == dt and prof.out_dtype == od:
             dst = prof_dir / p.name
             if not dst.exists():
                 shutil.copyfile(p, dst)
                 log(f"[{dt}->{od}] resuming {p} ({len(prof.entries)} answers)")
             continue
+        if prof.dtype != dt and prof.out_dtype not in ("fp32", prof.dtype):
+            continue
         for key, e in prof.entries.items():
             for d in [e.desc] + [v.desc for v in e.variants]:
-                hints.setdefault(key, d.replace(out_dtype=od))
+                hints.setdefault(key, d.replace(in_dtype=dt, out_dtype=od))
     if hints:
-        log(f"[{dt}->{od}] {len(hints)} known descriptors from other output dtypes")
+        log(f"[{dt}->{od}] {len(hints)} known descriptors from other dtype pairs")
     return hints
 
 
