@@ -1,8 +1,9 @@
 """Every autotune config of every kernel family, and every fused epilogue, compiles for sm_90.
 
 The launches go through the real host code (fixbits.kernels.*_matmul) and Triton's own
-runtime binder (tests/_kernels_aot.Sm90Launches), so a signature or argument-order mistake
-fails here as it would on the GPU. The fast tier covers every config of the tensor-core
+runtime launch path (tests/_kernels_aot.Sm90Driver: binder, compile for sm_90, the shared-memory
+check of the H200's 227 KB; only the cubin launch is recorded), so a signature or argument-order
+mistake, or a config over the shared memory, fails here as it would on the GPU. The fast tier covers every config of the tensor-core
 space on the single-pass kernel (both B layouts for the TMA ones, a pointer-reading epilogue)
 and every epilogue op on every kernel; the `slow` tier runs a deterministic
 sixth of config x family x dtype (every config, families alternating, dtypes rotating).
@@ -18,7 +19,7 @@ import pytest
 pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
 
-from _kernels_aot import Sm90Launches  # noqa: E402
+from _kernels_aot import Sm90Driver  # noqa: E402
 
 from fixbits.desc import EpilogueOp, GEMMDesc, KCut  # noqa: E402
 from fixbits.kernels.epilogue import EP_CODES  # noqa: E402
@@ -63,7 +64,7 @@ def _operands(desc: GEMMDesc, *, b_t: bool = False, m: int = M, n: int = N, k: i
 
 
 def _compile(desc: GEMMDesc, config: Any = None, *, b_t: bool = False, **shape: int) -> int:
-    """Run the family launcher of ``desc`` under Sm90Launches; return how many kernels compiled."""
+    """Run the family launcher of ``desc`` under Sm90Driver; return how many kernels launched."""
     import fixbits.kernels.single_pass as sp
     from fixbits.kernels.dispatch import choose_kernel
 
@@ -78,15 +79,14 @@ def _compile(desc: GEMMDesc, config: Any = None, *, b_t: bool = False, **shape: 
     orig_sms = sp.num_sms
     sp.num_sms = lambda device: 132  # type: ignore[assignment]
     try:
-        with Sm90Launches() as launches:
+        # Triton's real launch path: a kernel over the H200's shared memory raises OutOfResources
+        with Sm90Driver() as drv:
             fn(a, b, desc, **kw)
     finally:
         sp.tma_descriptors = orig  # type: ignore[assignment]
         sp.num_sms = orig_sms  # type: ignore[assignment]
-    assert launches.kernels, "no kernel was launched"
-    for k in launches.kernels:
-        assert "ptx" in k.asm and k.asm["ptx"], "empty PTX"
-    return len(launches.kernels)
+    assert drv.launches, "no kernel was launched"
+    return len(drv.launches)
 
 
 def _all_tc_configs() -> list[Any]:
