@@ -143,6 +143,8 @@ def _worker(jobs: list[CompileJob], arch: int, sms: int) -> tuple[int, list[str]
 
 @dataclass(frozen=True)
 class PrecompileReport:
+    """What ``precompile`` did: calls given, distinct kernels among them, compiled, errors."""
+
     jobs: int
     unique: int
     compiled: int
