@@ -89,17 +89,17 @@ class CompileJob:
     config: tuple[tuple[str, int], ...] = ()  # KernelConfig fields (empty: the tuned/default config)
     out_dtype: str = "fp16"
 
-    def dedup_key(self) -> tuple[Any, ...]:
-        """Jobs with equal keys compile the same kernels (the binder sees the ints only as
-        ==1 and %16; the persistent grid size is settled from the tile count)."""
-        spec = tuple((v == 1, v % 16 == 0) for v in (self.m, self.n, self.k))
+    def dedup_key(self, sms: int = 132) -> tuple[Any, ...]:
+        """Jobs with equal keys compile the same kernels: the binder sees an int only as ==1
+        and %16 (m, n, k, the strides made of them, and the persistent grid's size)."""
+        ints = [self.m, self.n, self.k]
         cfg = dict(self.config)
-        tiles = None
         if cfg.get("PERSISTENT"):
             bm, bn = cfg.get("BLOCK_M", 128), cfg.get("BLOCK_N", 128)
             km, kn = (self.n, self.m) if cfg.get("SWAP_AB") else (self.m, self.n)
-            tiles = -(-km // bm) * -(-kn // bn)
-        return (self.desc.short_hash, self.epilogue, tuple(sorted(cfg.items())), spec, tiles, self.out_dtype)
+            ints.append(min(-(-km // bm) * -(-kn // bn), sms * cfg["PERSISTENT"]))
+        spec = tuple((v == 1, v % 16 == 0) for v in ints)
+        return (self.desc.short_hash, self.epilogue, tuple(sorted(cfg.items())), spec, self.out_dtype)
 
 
 def run_job(job: CompileJob) -> None:
@@ -169,7 +169,7 @@ def precompile(
     t0 = time.monotonic()
     unique: dict[tuple[Any, ...], CompileJob] = {}
     for j in jobs:
-        unique.setdefault(j.dedup_key(), j)
+        unique.setdefault(j.dedup_key(sms), j)
     todo = list(unique.values())
     workers = max(1, min(workers or (os.cpu_count() or 2) - 2, len(todo) or 1))
     # small tasks, so a timeout leaves little running; strided, so each holds varied kernels
