@@ -4,7 +4,7 @@ verified an entry (bf16 a11 gemmSN chunks past K=512; split-K spans rounding to 
 
 from __future__ import annotations
 
-from fixbits.probe.reconstruct import _verify_shapes
+from fixbits.probe.reconstruct import DEEP_K_CAP, _verify_shapes
 
 GROUP = [(2, 4096, 281), (3, 9274, 531), (2, 8192, 300), (4, 512, 1000), (2, 9413, 12843),
          (3, 10314, 166837), (4, 256, 4096)]
@@ -16,7 +16,8 @@ def task(prio: list[tuple[int, int, int]], group: list[tuple[int, int, int]]) ->
 
 def test_deepest_k_is_verified() -> None:
     shapes = _verify_shapes(task([], GROUP), 2)
-    assert max(s[2] for s in shapes) == 166837
+    assert max(s[2] for s in shapes) == 12843  # the deepest up to DEEP_K_CAP (166837 is above it)
+    assert max(s[2] for s in _verify_shapes(task([], [g for g in GROUP if g[2] < 10000] + [(2, 8, 30000)]), 2)) == 30000
 
 
 def test_a_multiple_of_64_is_verified() -> None:
@@ -36,3 +37,4 @@ def test_excluded_shape_counts_as_covered() -> None:
     shapes = _verify_shapes(task([], GROUP), 2, exclude=rep)
     assert rep not in shapes
     assert all(s[2] < rep[2] for s in shapes)
+    assert DEEP_K_CAP >= 4096

@@ -298,17 +298,23 @@ def _verify_shapes(task: dict[str, Any], count: int, exclude: tuple[int, int, in
     return out + _coverage_shapes(prio + group, out, exclude)
 
 
+# the deepest verification K picked per answer (gemmSN chunks show past K = 512 already)
+DEEP_K_CAP = 32768
+
+
 def _coverage_shapes(pool: list[tuple[int, ...]], chosen: list[tuple[int, int, int]],
                      exclude: tuple[int, int, int] | None) -> list[tuple[int, int, int]]:
     """Shapes the cheapest picks leave out but the H200 showed to matter (run s2b): the answer's
     deepest K (a gemmSN chain cuts K into fixed chunks that only a K past the probe's shows) and
-    a K that is a multiple of 64 (split-K spans then round to 64, not 8). At most two more."""
+    a K that is a multiple of 64 (split-K spans then round to 64, not 8). At most two more; the deep
+    one at most DEEP_K_CAP when the answer has such a shape (CPU emulation per answer)."""
     extra: list[tuple[int, int, int]] = []
     cand = [s for s in pool if s != exclude and s not in chosen]
     if not cand:
         return extra
     have = [s[2] for s in chosen] + ([exclude[2]] if exclude else [])
-    deep = max(cand, key=lambda s: (s[2], -_cost(s)))  # type: ignore[arg-type]
+    capped = [s for s in cand if s[2] <= DEEP_K_CAP] or cand  # emulation grows with K: every answer pays it
+    deep = max(capped, key=lambda s: (s[2], -_cost(s)))  # type: ignore[arg-type]
     if not have or deep[2] > max(have):
         extra.append(deep)  # type: ignore[arg-type]
     if not any(k % 64 == 0 for k in have + [s[2] for s in extra]):
