@@ -296,3 +296,24 @@ def test_shape_candidates_follow_n_and_k() -> None:
     for m, n, k in ((1, 4096, 4096), (64, 2048, 8192), (256, 18432, 8192), (1024, 2880, 2880), (80, 8192, 8)):
         labels = [c.label() for c in shape_space(m, n, k)]
         assert labels and len(labels) == len(set(labels)), (m, n, k, labels)
+
+
+@pytest.mark.parametrize("cfg", ["tma", "tma persistent", "plain"])
+def test_the_launch_cache_keeps_no_operand_alive(cfg: str) -> None:
+    """fixbits.matmul caches one launch per shape: it must not hold the first call's tensors
+    (a benchmark over hundreds of shapes would keep every operand on the GPU)."""
+    import gc
+    import weakref
+
+    from fixbits.kernels.matmul import matmul
+
+    def run() -> list[Any]:
+        t = _tensors()
+        for _ in range(2):
+            matmul(t["a"], t["b"], desc=TC, config=CONFIGS[cfg])
+        return [weakref.ref(t["a"]), weakref.ref(t["b"])]
+
+    refs: list[Any] = []
+    _launches(lambda: refs.extend(run()))
+    gc.collect()
+    assert all(r() is None for r in refs)

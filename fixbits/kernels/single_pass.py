@@ -267,6 +267,10 @@ def new_desc(fields: dict[str, Any], base: Any) -> Any:
     return d
 
 
+def _fields(d: Any) -> dict[str, Any]:
+    return {k: v for k, v in vars(d).items() if k != "base"}
+
+
 def tile_launcher(
     desc: GEMMDesc,
     m: int,
@@ -377,7 +381,8 @@ def tile_launcher(
                     tma_descriptors(desc, a.t(), b.t(), cfg) if swap else tma_descriptors(desc, a, b, cfg)
                 )
                 if a_desc is not None and not tma:
-                    tma.extend((dict(vars(a_desc)), dict(vars(b_desc)), b_trans))
+                    # the fields only: keeping `base` would keep the first call's operands alive
+                    tma.extend((_fields(a_desc), _fields(b_desc), b_trans))
             if a_desc is not None:
                 hit = by_trans.get(b_trans)
                 if hit is None:
