@@ -99,3 +99,11 @@ def test_fp16_output_split_takes_fp16_partials_from_an_fp32_output_hint() -> Non
     assert desc is not None and src == 0, note
     for k in (1100, 1544):
         assert equivalent_on(desc, truth, k), (k, desc)
+
+
+def test_lane_variants_cover_contiguous_lane_slices() -> None:
+    """bf16 a13 c92 (H200 s2b sweep bytes): 32 lanes over contiguous slices, butterfly fold."""
+    slices = GEMV.replace(k_cuts=(KCut("contiguous", count=32, merge="butterfly_down"),))
+    assert slices in R._lane_variants(LANES32)
+    assert LANES8 in R._lane_variants(slices)
+    assert R._lane_variants(PLAIN) == [] and R._lane_variants(GEMV) == []

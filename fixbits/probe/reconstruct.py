@@ -248,23 +248,24 @@ def _reduction_variants(desc: Any) -> list[Any]:
 
 
 def _lane_variants(desc: Any) -> list[Any]:
-    """A GEMV's strided lane level with other lane counts, tile widths and fold directions
-    (answers of one gemv algo differ in CUSTOM_OPTION, which sets the lanes: H200 run s2b)."""
+    """A GEMV's lane level (strided, or folded by butterfly) with other lane counts, tile widths
+    and layouts (answers of one gemv algo differ in CUSTOM_OPTION, which sets the lanes: H200 s2b)."""
     from fixbits.desc import KCut
 
     if desc.instruction != "fma":
         return []
-    idx = next((i for i, c in enumerate(desc.k_cuts) if c.layout == "strided"), None)
+    idx = next((i for i, c in enumerate(desc.k_cuts) if c.layout == "strided" or c.merge != "chain"), None)
     if idx is None:
         return []
     c = desc.k_cuts[idx]
-    out = []
-    for count in (2, 4, 8, 16, 32, 64, 128):  # spans 1 and 64 are the ones the H200 showed (s2b)
-        for span in dict.fromkeys((c.span, 1, 64)):
-            cut = KCut("strided", count=count, span=span, merge=c.merge)
-            if cut != c:
-                out.append(desc.replace(k_cuts=desc.k_cuts[:idx] + (cut,) + desc.k_cuts[idx + 1:]))
-    return out
+    merge = c.merge if c.merge != "chain" else "butterfly_down"
+    cuts = []
+    for count in (2, 4, 8, 16, 32, 64, 128):
+        # lanes dealt tiles of 1 or 64 (fp16 c75, bf16 c56) or contiguous slices (bf16 c92): H200 s2b
+        for span in dict.fromkeys((c.span or 1, 1, 64)):
+            cuts.append(KCut("strided", count=count, span=span, merge=merge))  # type: ignore[arg-type]
+        cuts.append(KCut("contiguous", count=count, merge=merge))  # type: ignore[arg-type]
+    return [desc.replace(k_cuts=desc.k_cuts[:idx] + (cut,) + desc.k_cuts[idx + 1:]) for cut in cuts if cut != c]
 
 
 def _get_backend(task: dict[str, Any], backend: Any) -> Any:
