@@ -1,42 +1,42 @@
-"""fixbits.matmul's profile route passes K to the lookup: an answer split by K in the committed
-sm_90 fp16 profile (a11, the gemmSN chain) gets the variant of the call's K (CPU, no GPU)."""
+"""fixbits.matmul's profile route passes K to the lookup: an answer split by K (a profile
+entry with K variants, as the prober writes for answers whose arithmetic changes with K) gets
+the variant of the call's K, and a K between the probed ranges is not guessed (CPU, no GPU).
+
+The profile is built here (the committed profiles change as the prober refines them; whether
+one of their answers is split by K is theirs to say)."""
 
 from __future__ import annotations
 
 import pytest
 
+from fixbits.desc import GEMMDesc, KCut
 from fixbits.kernels.matmul import MatmulUnavailable, lookup_desc
-from fixbits.probe.profile import PROFILE_DIR, load
+from fixbits.probe.profile import ArchProfile, KVariant, ProfileEntry
 
 KEY = "a11-t0-s1-r0-w0-c0-g0"
+BASE = GEMMDesc(arch="sm_90", instruction="fma", instruction_k=1, in_dtype="fp16", out_dtype="fp32")
+LOW = BASE.replace(k_cuts=(KCut("contiguous", count=2),))
+HIGH = BASE.replace(k_cuts=(KCut("contiguous", count=2), KCut("contiguous", span=256)))
 
 
 @pytest.fixture(scope="module")
-def fp16_profile():  # type: ignore[no-untyped-def]
-    prof = load(PROFILE_DIR / "sm_90_cublaslt130100_fp16_fp32.yaml")
-    entry = prof.entries[KEY]
-    assert len(entry.variants) == 2, "the test needs an answer split by K"
-    return prof
+def profile() -> ArchProfile:
+    variants = (KVariant(1, 512, LOW, (2, 8192, 512)), KVariant(1024, None, HIGH, (3, 9274, 4096)))
+    entry = ProfileEntry(KEY, LOW, (2, 8192, 512), verified_shapes=2, variants=variants)
+    return ArchProfile("sm_90", "cublaslt", "130100", "fp16", "fp32", entries={KEY: entry})
 
 
-def test_low_k_gets_the_low_variant(fp16_profile) -> None:  # type: ignore[no-untyped-def]
-    low, high = fp16_profile.entries[KEY].variants
-    got = lookup_desc(fp16_profile, KEY, 2, 8192, low.k_max, "fp16", "fp32", "sm_90")
-    assert got == low.desc
-    assert len(got.k_cuts) == 1
+def test_low_k_gets_the_low_variant(profile: ArchProfile) -> None:
+    got = lookup_desc(profile, KEY, 2, 8192, 512, "fp16", "fp32", "sm_90")
+    assert got == LOW and len(got.k_cuts) == 1
 
 
-def test_deep_k_gets_the_high_variant(fp16_profile) -> None:  # type: ignore[no-untyped-def]
-    low, high = fp16_profile.entries[KEY].variants
-    got = lookup_desc(fp16_profile, KEY, 3, 9274, 4096, "fp16", "fp32", "sm_90")
-    assert got == high.desc
-    assert got != low.desc
+def test_deep_k_gets_the_high_variant(profile: ArchProfile) -> None:
+    got = lookup_desc(profile, KEY, 3, 9274, 4096, "fp16", "fp32", "sm_90")
+    assert got == HIGH and got != LOW
     assert got.k_cuts[1].span == 256
 
 
-def test_k_between_the_ranges_is_not_guessed(fp16_profile) -> None:  # type: ignore[no-untyped-def]
-    low, high = fp16_profile.entries[KEY].variants
-    k = low.k_max + 1
-    assert k < high.k_min
+def test_k_between_the_ranges_is_not_guessed(profile: ArchProfile) -> None:
     with pytest.raises(MatmulUnavailable, match="outside the probed"):
-        lookup_desc(fp16_profile, KEY, 2, 64, k, "fp16", "fp32", "sm_90")
+        lookup_desc(profile, KEY, 2, 64, 513, "fp16", "fp32", "sm_90")
