@@ -46,8 +46,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", default=None)
     p.add_argument("--budget-s", type=float, default=420.0)
     p.add_argument("--arch", default="sm_90")
-    p.add_argument("--dtypes", default="fp16,bf16,fp8_e4m3")
-    p.add_argument("--out-dtypes", default="fp32", help="fp32 first; e.g. fp32,fp16 adds fp16->fp16 and "
+    # lists as 'a,b' or 'a b' (run_all.sh turns the commas of its extra arguments into spaces)
+    p.add_argument("--dtypes", nargs="+", default=["fp16,bf16,fp8_e4m3"])
+    p.add_argument("--out-dtypes", nargs="+", default=["fp32"], help="fp32 first; e.g. fp32,fp16 adds fp16->fp16 and "
                    "bf16->bf16 (each input dtype with an output of its own width or fp32)")
     p.add_argument("--max-queries", type=int, default=30000)
     p.add_argument("--fuzz", type=int, default=2000)
@@ -66,7 +67,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "descriptors (dtypes replaced) for predicting answers by draws")
     p.add_argument("--narrow-sweep", default="realistic", choices=["realistic", "all", "none"],
                    help="sweep shapes for fp16/bf16 outputs (fp32 outputs always sweep realistic + fuzz)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.dtypes = ",".join(args.dtypes)
+    args.out_dtypes = ",".join(args.out_dtypes)
+    return args
 
 
 def pairs(dtypes: list[str], out_dtypes: list[str]) -> list[tuple[str, str]]:
@@ -286,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             if time.time() > deadline - 15:
                 break
             # fp32 outputs leave each narrow-output group a share of the sweep (realistic shapes)
-            reserve = 0.12 * sweep_s * sum(1 for g in groups[gi + 1:] if g in narrow)
+            reserve = 0.08 * sweep_s * sum(1 for g in groups[gi + 1:] if g in narrow)
             mm = _dry_matmul(lt, ins[0], od) if dry else None  # type: ignore[arg-type]
             todo_cs = cs
             if od != "fp32":  # narrow outputs: the realistic shapes (what torch.mm users run) first
