@@ -28,57 +28,20 @@ _EXCHANGE = frozenset({"shfl", "xwarp", "carried", "ldmatrix", "state"})
 _COMBINING = frozenset({"add", "mul", "max", "min", "shfl", "xwarp"})
 
 
-def _plain(x: object) -> bool:
-    """True for attributes whose ``==`` agrees with their ``repr`` (str, int, nested tuples):
-    only those may key the intern table (1 == True == 1.0 would otherwise meet)."""
-    t = type(x)
-    if t is str or t is int:
-        return True
-    if t is tuple:
-        return all(_plain(y) for y in x)  # type: ignore[union-attr]
-    return False
+_INT_TABLE: dict[tuple, Node] = {}
 
 
-class _Interned(type):
-    """Hash-consing: building a node equal (kind, attributes, children) to one already built
-    returns that node, so its digest, variant and exchange flags are computed once. A node is
-    immutable and its digest a function of exactly that key, so sharing changes no verdict.
-    The table is keyed on the children's identities; it holds every node it returns, so an
-    identity is never reused while the table lives (``reset_interning`` empties it)."""
-
-    _table: dict[tuple, Node] = {}
-
-    def __call__(cls, kind: str, attrs: tuple = (), kids: tuple = (), poly: Poly | None = None):  # type: ignore[override]
-        if kind in COMMUTATIVE and len(kids) > 1:
-            kids = tuple(sorted(kids, key=_digest_of))
-        elif kind in COMMUTATIVE_PREFIX2 and len(kids) >= 2:
-            a, b = sorted(kids[:2], key=_digest_of)
-            kids = (a, b) + tuple(kids[2:])
-        if kind == "int":
-            if poly is None:
-                return super().__call__(kind, attrs, kids, poly)
-            # attrs is the polynomial's key: monomials of str, int coefficients (plain)
-        elif poly is not None or (attrs and not (len(attrs) == 1 and type(attrs[0]) is str)):
-            return super().__call__(kind, attrs, kids, poly)
-        key = (kind, attrs, *map(id, kids))
-        tab = _Interned._table
-        got = tab.get(key)
-        if got is None:
-            got = super().__call__(kind, attrs, kids, poly)
-            tab[key] = got
-        return got
+def reset_interning() -> None:
+    """Drop the table of integer nodes (between files: it only saves work within one walk)."""
+    global _INT_TABLE
+    _INT_TABLE = {}
 
 
 def _digest_of(n: Node) -> bytes:
     return n.digest
 
 
-def reset_interning() -> None:
-    """Drop the intern table (between files: it only saves work within one walk)."""
-    _Interned._table = {}
-
-
-class Node(metaclass=_Interned):
+class Node:
     """One value of the symbolic thread."""
 
     __slots__ = ("kind", "attrs", "kids", "digest", "poly", "variant", "exchange", "combines")
@@ -92,7 +55,11 @@ class Node(metaclass=_Interned):
     combines: bool  # some node of the tree is a combine or an exchange (balanced.py may rewrite it)
 
     def __init__(self, kind: str, attrs: tuple = (), kids: tuple[Node, ...] = (), poly: Poly | None = None):
-        # (children already in canonical order: see _Interned.__call__)
+        if kind in COMMUTATIVE and len(kids) > 1:
+            kids = tuple(sorted(kids, key=_digest_of))
+        elif kind in COMMUTATIVE_PREFIX2 and len(kids) >= 2:
+            a, b = sorted(kids[:2], key=_digest_of)
+            kids = (a, b) + tuple(kids[2:])
         self.kind = kind
         self.attrs = attrs
         self.kids = kids
@@ -130,7 +97,14 @@ class Node(metaclass=_Interned):
 
 
 def int_node(p: Poly) -> Node:
-    return Node("int", (p.key(),), (), poly=p)
+    """The node of an integer polynomial; one node per polynomial within a walk (hash-consed on
+    the polynomial's key, which is all the node holds)."""
+    k = p.key()
+    n = _INT_TABLE.get(k)
+    if n is None:
+        n = Node("int", (k,), (), poly=p)
+        _INT_TABLE[k] = n
+    return n
 
 
 def const_bits(value: int, width: int) -> Node:

@@ -62,10 +62,15 @@ def build(
     by_param: dict[str, list[tuple[bytes, Root]]] = {}
     physical = False
     col = Collapser()
+    rel_memos: dict[tuple, dict[bytes, Node]] = {}
     for r in roots:
         addr = r.address
         r = Root(r.param, r.nbytes, addr, col.collapse(r.value), r.relative)
-        rel = relativize(addr.poly, r.value, param_syms) if addr.poly is not None and not r.relative else None
+        rel = (
+            relativize(addr.poly, r.value, param_syms, rel_memos)
+            if addr.poly is not None and not r.relative
+            else None
+        )
         if r.relative and not r.value.variant:
             root = r  # already in the output's own coordinates (a TMA tile of one tree)
         elif rel is not None:

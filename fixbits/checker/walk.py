@@ -286,7 +286,7 @@ class Walk:
 
         env1 = dict(pre_env)
         for r in written:
-            env1[r] = Node("carried", (r,))
+            env1[r] = _leaf("carried", r)
         end1, _ = body(env1)
         it = Poly.sym(f"IT{self.depth + 1}")
         ivs: dict[str, tuple[Poly, Poly]] = {}
@@ -304,7 +304,7 @@ class Walk:
                 init_p, step = ivs[r]
                 env2[r] = int_node(init_p + step * it)
             else:
-                env2[r] = Node("carried", (r,))
+                env2[r] = _leaf("carried", r)
         end2, cond = body(env2)
         body_roots, body_effects, body_smem = self.roots, self.effects, self.smem
         self.roots, self.effects, self.smem, self.epoch, self.pc = saved
@@ -440,6 +440,20 @@ class Walk:
         self.epoch += 1
 
 
+_LEAVES: dict[tuple[str, str | int], Node] = {}
+
+
+def _leaf(kind: str, attr: str | int) -> Node:
+    """A childless node of one str or int attribute, built once (carried registers, states)."""
+    key = (kind, attr)
+    n = _LEAVES.get(key)
+    if n is None:
+        if len(_LEAVES) > 100_000:
+            _LEAVES.clear()
+        n = _LEAVES[key] = Node(kind, (attr,))
+    return n
+
+
 def _is_staging(v: Node) -> bool:
     """A raw copy of global memory (tensor-core operand staging), not a computed value."""
     while v.kind in ("inloop", "masked", "slice", "select") and v.kids:
@@ -523,7 +537,7 @@ class LoopSummary:
         out = self._rename_memo.get(gkey)
         if out is None:
             if n.kind == "carried":
-                out = Node("state", (names[str(n.attrs[0])],))
+                out = _leaf("state", names[str(n.attrs[0])])
             elif n.poly is not None:
                 p = n.poly
                 for s in sorted(p.symbols()):
@@ -635,7 +649,9 @@ def _mma_chain(n: Node, reg: str) -> tuple | None:
     return sig
 
 
-def relativize(root_addr: Poly, value: Node, param_syms: set[str]) -> tuple[Poly, Node] | None:
+def relativize(
+    root_addr: Poly, value: Node, param_syms: set[str], memos: dict[tuple, dict[bytes, Node]] | None = None
+) -> tuple[Poly, Node] | None:
     """Rewrite a root in its output's own coordinates when its tree is then free of thread,
     block and iteration symbols; None when it is not (the root then stays physical)."""
     base = None
@@ -685,9 +701,13 @@ def relativize(root_addr: Poly, value: Node, param_syms: set[str]) -> tuple[Poly
             out = out + rep * Poly({inv: 1})
         return out
 
-    memo: dict[bytes, Node] = {}
+    # the rewrite depends only on the coordinates: roots that share them share its memo
+    ckey = tuple(sorted((inv, cp.key()) for inv, cp in coords.items()))
+    memo: dict[bytes, Node] = {} if memos is None else memos.setdefault(ckey, {})
 
     def rewrite(n: Node) -> Node:
+        if not n.variant:
+            return n  # no thread, block or iteration symbol below: rewrite_poly changes nothing
         got = memo.get(n.digest)
         if got is not None:
             return got

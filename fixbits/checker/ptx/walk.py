@@ -116,10 +116,20 @@ class PTXWalk(Walk):
         self._labels: list[str | None] = []
         self._targets: list[str | None] = []
         self._parts: list[list[str]] = []
+        self._harmless: list[str | None] = []
         for ins in self.insts:
             op = ins.op
             parts = op.split(".")
             self._parts.append(parts)
+            if op.startswith(_HARMLESS):
+                if parts[0] in ("bar", "barrier") or op.startswith("bar.warp"):
+                    self._harmless.append("barrier")
+                elif op.startswith(_SMEM_WAITS):
+                    self._harmless.append("wait")
+                else:
+                    self._harmless.append("none")
+            else:
+                self._harmless.append(None)
             self._labels.append(op[1:] if op.startswith(":") else None)
             if parts[0] == "bra" and ins.args:
                 self._targets.append(ins.args[0].strip())
@@ -264,16 +274,15 @@ class PTXWalk(Walk):
     # ---- the transfer function ------------------------------------------------------------
     def step(self, i: int) -> None:
         ins = self.insts[i]
-        op = ins.op
         parts = self._parts[i]  # (handlers only read it)
-        base = parts[0]
-        if op.startswith(_HARMLESS):
-            if base in ("bar", "barrier") or op.startswith("bar.warp"):
+        harmless = self._harmless[i]
+        if harmless is not None:
+            if harmless == "barrier":
                 self.barrier()
-            elif op.startswith(_SMEM_WAITS):
+            elif harmless == "wait":
                 self.smem_version += 1  # async copies may have landed
             return
-        handler = getattr(self, "op_" + base, None)
+        handler = getattr(self, "op_" + parts[0], None)
         if handler is not None:
             handled = handler(ins, parts)
             if handled is not False:
