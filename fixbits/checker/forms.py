@@ -41,11 +41,13 @@ def is_data_symbol(sym: str) -> bool:
 class Poly:
     """An exact integer polynomial: ``{monomial: coefficient}``; immutable after construction."""
 
-    __slots__ = ("terms", "_key")
+    __slots__ = ("terms", "_key", "_var", "_bits")
 
     def __init__(self, terms: Mapping[Mono, int]):
         self.terms: dict[Mono, int] = {m: c for m, c in terms.items() if c != 0}
         self._key: tuple[tuple[Mono, int], ...] | None = None
+        self._var: bool | None = None
+        self._bits: tuple[dict[int, str] | None, Poly] | None = None
 
     @classmethod
     def _of(cls, terms: dict[Mono, int]) -> Poly:
@@ -53,6 +55,8 @@ class Poly:
         p = cls.__new__(cls)
         p.terms = terms
         p._key = None
+        p._var = None
+        p._bits = None
         return p
 
     # ---- construction -------------------------------------------------------------------
@@ -104,7 +108,9 @@ class Poly:
         return {s for m in self.terms for s in m}
 
     def is_variant(self) -> bool:
-        return any(is_variant_symbol(s) for m in self.terms for s in m)
+        if self._var is None:
+            self._var = any(is_variant_symbol(s) for m in self.terms for s in m)
+        return self._var
 
     def has_data(self) -> bool:
         return any(is_data_symbol(s) for m in self.terms for s in m)
@@ -161,7 +167,13 @@ class Poly:
     # ---- bit structure ------------------------------------------------------------------
     def split_bits(self) -> tuple[dict[int, str] | None, Poly]:
         """Split into single-bit terms {position: bit symbol} and the rest; None if two bit terms
-        share a position or a bit term's coefficient is not a power of two."""
+        share a position or a bit term's coefficient is not a power of two.
+        (Cached: callers must not change the returned mapping.)"""
+        if self._bits is None:
+            self._bits = self._split_bits()
+        return self._bits
+
+    def _split_bits(self) -> tuple[dict[int, str] | None, Poly]:
         bits: dict[int, str] = {}
         rest: dict[Mono, int] = {}
         for m, c in self.terms.items():
