@@ -117,16 +117,35 @@ def evaluate(
     return rows, speed
 
 
-def markdown(rows: list[Row]) -> str:
+def markdown(rows: list[Row], before: dict[tuple[str, str], dict] | None = None) -> str:
+    """Paper Table 3 style; with ``before`` (a device run's summary table by (kernel, dtype)) the
+    checker classes and over-split that run's checker reported sit beside this checkout's."""
+    before = before or {}
     out = [
-        "| kernel | dtype | family | configs | true classes | checker classes | over-split | false equal |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        "| kernel | dtype | family | configs | true classes | checker classes (run) | over-split (run) "
+        "| checker classes (now) | over-split (now) | false equal (now) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
+        b = before.get((r.kernel, r.dtype), {})
+        bc, bs = b.get("checker_classes", "-"), b.get("over_split")
         out.append(
-            f"| {r.kernel} | {r.dtype} | {r.family} | {r.configs} | {r.true_classes} | "
-            f"{r.checker_classes} | {r.over_split:.2f} | {r.false_equal_pairs} |"
+            f"| {r.kernel} | {r.dtype} | {r.family} | {r.configs}{f' (+{r.left_out} left out)' if r.left_out else ''} "
+            f"| {r.true_classes} | {bc} | "
+            f"{f'{bs:.2f}' if isinstance(bs, (int, float)) else '-'} | {r.checker_classes} | "
+            f"{r.over_split:.2f} | {r.false_equal_pairs} |"
         )
+    fams: dict[str, list[Row]] = {}
+    for r in rows:
+        fams.setdefault(r.family, []).append(r)
+    out += ["", "| family | configs | over-split (now): min - max | false equal |", "|---|---:|---|---:|"]
+    for fam, rs in sorted(fams.items()):
+        splits = [r.over_split for r in rs if r.true_classes]
+        out.append(
+            f"| {fam} | {sum(r.configs for r in rs)} | {min(splits):.2f} - {max(splits):.2f} | "
+            f"{sum(r.false_equal_pairs for r in rs)} |"
+        )
+    out += ["", "Rows with configs left out (their PTX is not kept here) give classes of the configs kept only."]
     return "\n".join(out) + "\n"
 
 
@@ -142,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="")
     ap.add_argument("--out", default="")
     ap.add_argument("--md", default="")
+    ap.add_argument("--before", default="", help="a device run's summary JSON: its checker's classes join the table")
     args = ap.parse_args(argv)
     only = {x for x in args.only.split(",") if x} or None
     dirs = [Path(d) for d in args.ptx_dir] or [ROOT / ".aot/ptx"]
@@ -165,7 +185,11 @@ def main(argv: list[str] | None = None) -> int:
                         "speed": speed, "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
         )  # fmt: skip
     if args.md:
-        Path(args.md).write_text(markdown(rows))
+        before = None
+        if args.before:
+            table = json.loads(Path(args.before).read_text())["table"]
+            before = {(t["kernel"], t["dtype"]): t for t in table}
+        Path(args.md).write_text(markdown(rows, before))
     return 1 if bad else 0
 
 
