@@ -364,6 +364,11 @@ class Walk:
 
     # ---- shared memory -----------------------------------------------------------------
     def smem_store(self, kind: str, addr: Node, value: Node, pred: Node | None, nbytes: int) -> None:
+        if self.pc:
+            # a store under a branch runs only where the path condition holds: it joins the
+            # store's predicate, so a proof that reads this slot sees which writers store
+            conds = self.pc + ((pred,) if pred is not None else ())
+            pred = conds[0] if len(conds) == 1 else Node("and", ("pc",), conds)
         self.smem_version += 1
         self.smem.append(SmemEntry(kind, addr, value, pred, nbytes, self.epoch))
 
