@@ -63,9 +63,16 @@ def _operands(desc: GEMMDesc, *, b_t: bool = False, m: int = M, n: int = N, k: i
     )  # fmt: skip
 
 
-def _compile(desc: GEMMDesc, config: Any = None, *, b_t: bool = False, **shape: int) -> int:
-    """Run the family launcher of ``desc`` under Sm90Driver; return how many kernels launched."""
+def _compile(
+    desc: GEMMDesc, config: Any = None, *, b_t: bool = False, strict: bool | None = True, **shape: int
+) -> int:
+    """Run the family launcher of ``desc`` under Sm90Driver; return how many kernels launched.
+    ``strict``: the config must fit the shared memory as given (SharedMemoryStepDown raises);
+    False: a step-down is allowed; None: the caller's warning filters apply."""
+    import warnings
+
     import fixbits.kernels.single_pass as sp
+    from fixbits.kernels._host import SharedMemoryStepDown
     from fixbits.kernels.dispatch import choose_kernel
 
     ops = _operands(desc, b_t=b_t, **shape)
@@ -80,7 +87,9 @@ def _compile(desc: GEMMDesc, config: Any = None, *, b_t: bool = False, **shape: 
     sp.num_sms = lambda device: 132  # type: ignore[assignment]
     try:
         # Triton's real launch path: a kernel over the H200's shared memory raises OutOfResources
-        with Sm90Driver() as drv:
+        with Sm90Driver() as drv, warnings.catch_warnings():
+            if strict is not None:
+                warnings.simplefilter("error" if strict else "ignore", SharedMemoryStepDown)
             fn(a, b, desc, **kw)
     finally:
         sp.tma_descriptors = orig  # type: ignore[assignment]
@@ -178,7 +187,9 @@ def _config_family_dtype() -> list[tuple[Any, str, str]]:
 )
 def test_every_config_of_every_family_compiles(cfg: Any, family: str, in_dtype: str) -> None:
     out = "fp16" if in_dtype == "fp16" else "bf16"
-    _compile(_desc_for(TC_FAMILIES[family], in_dtype, out, POINTER_EP), cfg)
+    # instruction_k=8 holds two copies of each turn in shared memory: the deepest configs step
+    # down a stage (same bytes); every other family must fit the H200 as configured
+    _compile(_desc_for(TC_FAMILIES[family], in_dtype, out, POINTER_EP), cfg, strict=family != "mma_k8")
 
 
 def test_every_epilogue_kernel_takes_the_epilogue_arguments_in_kernel_args_order() -> None:
@@ -234,3 +245,19 @@ def test_every_profile_descriptor_compiles_through_its_family(desc: Any, shape: 
     out = "fp16" if desc.in_dtype == "fp16" else "bf16"
     ep = POINTER_EP if desc.instruction != "fma" or m * n > 1 else ()
     _compile(desc.replace(out_dtype=out, epilogue=ep), m=m, n=n, k=k)
+
+
+def test_a_config_over_the_shared_memory_steps_down_a_stage_and_warns() -> None:
+    """128x128x64 with 5 stages on the instruction_k=8 body needs 320 KB on sm_90 (227 KB there):
+    the launch warns and runs with fewer stages; the same config on wgmma k16 fits as given."""
+    from fixbits.kernels._host import KernelConfig, SharedMemoryStepDown
+
+    cfg = KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=5)
+    with pytest.warns(SharedMemoryStepDown) as record:
+        _compile(_desc_for(TC_FAMILIES["mma_k8"], "fp16", "fp16", ()), cfg, strict=None)
+    steps = [str(w.message).split(": ")[0] + " -> " + str(w.message).rsplit("running ", 1)[1] for w in record]
+    assert steps == [
+        "128x128x64_g8_w8_s5_G1 -> 128x128x64_g8_w8_s4_G1",
+        "128x128x64_g8_w8_s4_G1 -> 128x128x64_g8_w8_s3_G1",
+    ]
+    _compile(_desc_for(TC, "fp16", "fp16", ()), cfg)

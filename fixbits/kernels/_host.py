@@ -8,11 +8,14 @@ family must return the same bytes (suites/reconstruction checks that on the GPU)
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fixbits.desc import GEMMDesc
 from fixbits.kernels.epilogue import EP_CODES, OUT_CODES, EpilogueError, EpiloguePlan, plan_epilogue
+
+R = TypeVar("R")
 
 EP_BIAS = EP_CODES["bias"]
 EP_RESIDUAL = EP_CODES["residual"]
@@ -177,6 +180,37 @@ def fit_config(desc: GEMMDesc, cfg: KernelConfig) -> KernelConfig:
             num_warps=max(4, cfg.num_warps),
         )
     return cfg
+
+
+class SharedMemoryStepDown(UserWarning):
+    """A config's kernel needed more shared memory than the GPU has and ran with fewer stages."""
+
+
+def fewer_stages(cfg: KernelConfig, exc: Exception) -> KernelConfig:
+    """The config to run after ``exc``: one pipeline stage fewer when ``exc`` is Triton's
+    shared-memory OutOfResources and a stage can go, else ``exc`` is raised. Stages only overlap
+    loads with MMAs, so the bytes are the same; a body that holds more buffers per stage
+    (instruction_k=8 on sm_90 keeps two copies of each turn) keeps the tuning space usable.
+    Warns SharedMemoryStepDown so a test can insist that a config fits as given."""
+    import dataclasses
+    import warnings
+
+    from triton.runtime.errors import OutOfResources
+
+    if not isinstance(exc, OutOfResources) or "shared memory" not in str(exc) or cfg.num_stages <= 1:
+        raise exc
+    smaller = dataclasses.replace(cfg, num_stages=cfg.num_stages - 1)
+    warnings.warn(f"{cfg.label()}: {exc}; running {smaller.label()}", SharedMemoryStepDown, stacklevel=3)
+    return smaller
+
+
+def fewer_stages_on_oom(run: Callable[[KernelConfig], R], cfg: KernelConfig) -> R:
+    """``run(cfg)``, stepping the config down (fewer_stages) while the GPU lacks shared memory for it."""
+    while True:
+        try:
+            return run(cfg)
+        except Exception as exc:  # noqa: BLE001 - fewer_stages re-raises all but OutOfResources
+            cfg = fewer_stages(cfg, exc)
 
 
 def check_config(desc: GEMMDesc, cfg: KernelConfig) -> None:
