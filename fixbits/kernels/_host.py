@@ -213,6 +213,24 @@ def fewer_stages_on_oom(run: Callable[[KernelConfig], R], cfg: KernelConfig) -> 
             cfg = fewer_stages(cfg, exc)
 
 
+def launcher_on_fewer_stages(
+    build: Callable[[KernelConfig], Callable[..., R]], cfg: KernelConfig
+) -> Callable[..., R]:
+    """``build(cfg)``'s launch, rebuilt by fewer_stages when a call compiles a kernel over the GPU's
+    shared memory (the first call, or the first call of another specialisation, e.g. a B layout)."""
+    state: list[Any] = [cfg, build(cfg)]
+
+    def launch(*args: Any) -> R:
+        try:
+            return state[1](*args)  # type: ignore[no-any-return]
+        except Exception as exc:  # noqa: BLE001 - fewer_stages re-raises all but OutOfResources
+            smaller = fewer_stages(state[0], exc)
+            state[:] = [smaller, build(smaller)]
+            return launch(*args)
+
+    return launch
+
+
 def check_config(desc: GEMMDesc, cfg: KernelConfig) -> None:
     """Reject knobs a kernel cannot compile with; none of these can change the bytes."""
     for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):

@@ -230,11 +230,12 @@ def _launcher(
     if tuned is None:
         return lambda a, b, bias, residual, gate: fn(a, b, rdesc, bias=bias, residual=residual, gate=gate)
     if rdesc.family in ("single_pass", "per_mma") and not rdesc.k_cuts:
-        from fixbits.kernels._host import check_operands
+        from fixbits.kernels._host import check_operands, launcher_on_fewer_stages
         from fixbits.kernels.single_pass import tile_launcher
 
         check_operands(rdesc, a, b)
-        return tile_launcher(rdesc, m, n, k, tuple(a.stride()), tuple(b.stride()), a.get_device(), config)
+        sa, sb, dev = tuple(a.stride()), tuple(b.stride()), a.get_device()
+        return launcher_on_fewer_stages(lambda c: tile_launcher(rdesc, m, n, k, sa, sb, dev, c), config)
     return lambda a, b, bias, residual, gate: fn(
         a, b, rdesc, bias=bias, residual=residual, gate=gate, config=config
     )

@@ -22,7 +22,6 @@ from fixbits.kernels._host import (
     check_config,
     check_operands,
     epilogue_args,
-    fewer_stages,
     fewer_stages_on_oom,
     fit_config,
     out_code,
@@ -276,34 +275,6 @@ def _fields(d: Any) -> dict[str, Any]:
 
 
 def tile_launcher(
-    desc: GEMMDesc,
-    m: int,
-    n: int,
-    k: int,
-    a_strides: tuple[int, int],
-    b_strides: tuple[int, int],
-    device_index: int,
-    cfg: KernelConfig,
-    *,
-    gelu_tanh_fma: bool = True,
-) -> Any:
-    """_fixed_launcher's ``launch``, rebuilt with fewer stages when a compile (the first call, or
-    the first TMA call of a B layout) finds the config over the GPU's shared memory."""
-    args = (desc, m, n, k, a_strides, b_strides, device_index)
-    state: list[Any] = [cfg, _fixed_launcher(*args, cfg, gelu_tanh_fma=gelu_tanh_fma)]
-
-    def launch(a: Any, b: Any, bias: Any, residual: Any, gate: Any) -> Any:
-        try:
-            return state[1](a, b, bias, residual, gate)
-        except Exception as exc:  # noqa: BLE001 - fewer_stages re-raises all but OutOfResources
-            smaller = fewer_stages(state[0], exc)
-            state[:] = [smaller, _fixed_launcher(*args, smaller, gelu_tanh_fma=gelu_tanh_fma)]
-            return launch(a, b, bias, residual, gate)
-
-    return launch
-
-
-def _fixed_launcher(
     desc: GEMMDesc,
     m: int,
     n: int,
