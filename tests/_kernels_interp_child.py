@@ -116,6 +116,8 @@ def case_scalar_vs_emulator() -> None:
         base,
         base.replace(k_cuts=(KCut("contiguous", count=4),), partial_dtype="fp16", out_dtype="fp16"),
         base.replace(k_cuts=(KCut("contiguous", count=3), KCut("contiguous", span=7)), in_dtype="bf16"),
+        # many level-0 parts, chained (the workspace merge walks them one at a time; a14 has 496)
+        base.replace(k_cuts=(KCut("contiguous", count=24), KCut("contiguous", span=2)), out_dtype="fp16"),
         base.replace(k_cuts=(KCut("strided", count=8, span=4, merge="butterfly_down"),)),
         base.replace(k_cuts=(KCut("strided", count=8, span=2, merge="butterfly_up"),), out_dtype="fp16"),
         base.replace(

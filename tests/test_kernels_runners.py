@@ -101,3 +101,50 @@ def test_kernels_check_cases_filter_section_a(tmp_path: Path) -> None:
     results = json.loads((out / "kernels_check.json").read_text())
     assert results and all(r["case"].startswith("single_pass fp16->fp32 ") for r in results), results
     assert not [r for r in results if r["status"] == "ERROR"], results
+
+
+def _runner(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"runner_{name}", REPO / "runners/device" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_matmul_check_tables_count_every_outcome(tmp_path: Path) -> None:
+    """The GPU-free parts of runners/device/matmul_check.py: seeded shape sets, the CSV, the summary."""
+    mc = _runner("matmul_check")
+    shapes = mc.shape_sets(40, 3e8, 4e12)
+    assert shapes == mc.shape_sets(40, 3e8, 4e12)
+    assert sum(1 for s in shapes if s[0] == "realistic") == 390
+    assert 0 < sum(1 for s in shapes if s[0] == "fuzz") <= 40
+    assert all(m * n <= 3e8 and 2 * m * n * k <= 4e12 for w, m, n, k, _ in shapes if w == "fuzz")
+    assert mc.case_seed("fp16->fp16", 1, 2, 3) == mc.case_seed("fp16->fp16", 1, 2, 3) != mc.case_seed("bf16->bf16", 1, 2, 3)
+    rows = [
+        {"pair": "fp16->fp16", "set": "realistic", "m": 1, "n": 2, "k": 3, "outcome": "match", "draws": 10,
+         "elements": 20, "family": "single_pass", "_desc": object()},
+        {"pair": "fp16->fp16", "set": "realistic", "m": 4, "n": 2, "k": 3, "outcome": "not_in_profile"},
+        {"pair": "fp16->fp16", "set": "fuzz", "m": 5, "n": 2, "k": 3, "outcome": "tail_defect", "draws": 10,
+         "elements": 100, "family": "splitk"},
+    ]  # fmt: skip
+    mc.write(rows, tmp_path)
+    back = list(csv.DictReader((tmp_path / "matmul_check.csv").open()))
+    assert [r["outcome"] for r in back] == ["match", "not_in_profile", "tail_defect"]
+    table = mc.summarize(rows)["fp16->fp16"]
+    assert table["realistic"] == {"shapes": 2, "match": 1, "not_in_profile": 1, "draws": 10,
+                                  "elements_compared": 20, "families": {"single_pass": 1}}  # fmt: skip
+    assert table["fuzz"]["tail_defect"] == 1 and "match" not in table["fuzz"]
+
+
+def test_reconstruct_pairs_and_sweep_extension() -> None:
+    rc = _runner("reconstruct")
+    todo, weights = rc.explicit_pairs("bf16:bf16:2,fp16:fp32")
+    assert todo == [("bf16", "bf16"), ("fp16", "fp32")] and weights == {("bf16", "bf16"): 2.0, ("fp16", "fp32"): 1.0}
+    with pytest.raises(SystemExit, match="IN:OUT"):
+        rc.explicit_pairs("fp16")
+    first = rc.sweep_cases(60, 0)
+    more = rc.sweep_cases(90, 0, 60)
+    assert more and all(c.which == "fuzz" for c in more)
+    assert not {(c.m, c.n, c.k) for c in more} & {(c.m, c.n, c.k) for c in first if c.which == "fuzz"}

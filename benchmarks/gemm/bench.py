@@ -110,6 +110,12 @@ def main() -> int:
         default=-1,
         help="processes compiling every candidate kernel before timing (-1: cores - 2; 0: off)",
     )
+    ap.add_argument(
+        "--not-single-pass",
+        action="store_true",
+        help="only the shapes whose profile descriptor is not plain single-pass (re-time the other "
+        "families after a kernel change; the rest keep an earlier run's figures)",
+    )
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument(
         "--fused-share", type=float, default=0.15, help="budget share for the fused-epilogue sweep"
@@ -146,6 +152,14 @@ def main() -> int:
     print(f"{len(shapes)} shapes", flush=True)
     if args.dry_run:
         shapes = [(max(1, m // 512), max(16, n // 512), max(8, k // 512), g, e) for m, n, k, g, e in shapes]
+    if args.not_single_pass:
+        keep = []
+        for s in shapes:
+            desc, source, _ = shape_desc(s[0], s[1], s[2])
+            if source != "profile" or desc.family != "single_pass" or desc.k_cuts:
+                keep.append(s)
+        shapes = keep
+        print(f"--not-single-pass: {len(shapes)} shapes", flush=True)
     if args.limit:
         shapes = shapes[: args.limit]
 
@@ -384,11 +398,32 @@ def measure_gemm(row: dict, bench, a, b, via) -> None:
     row["tflops_ours"] = 2 * m * n * k / row["t_ours_ms"] / 1e9
     row["tflops_cublas"] = 2 * m * n * k / row["t_cublas_ms"] / 1e9
     row["splitk_tail_lost"] = tail_lost(m, n, k)
+    row.update(cublas_launches(lambda: torch.mm(a, b), m, n, k))
     row["bytes_equal_cublas"] = bool(
         torch.equal(
             matmul(a, b, desc=via, out_dtype="fp16").view(torch.int16), torch.mm(a, b).view(torch.int16)
         )
     )
+
+
+def cublas_launches(fn, m: int, n: int, k: int) -> dict:
+    """What cuBLAS ran for this shape: the heuristic's answer and the kernels one call launches
+    (torch.profiler, classified by matrices/kernel_families.yaml); empty off the GPU."""
+    if DEVICE != "cuda":
+        return {}
+    out: dict = {}
+    try:
+        from fixbits.cublas.lt import CublasLt
+        from fixbits.cublas.profile import profile_call
+        from fixbits.kernels.matmul import _lt_instance
+
+        out["cublas_answer"] = _lt_instance(CublasLt).heuristic(m, n, k, "fp16", "fp16").key_str()
+        prof = profile_call(fn)
+        out["cublas_kernels"] = " ".join(prof.kernel_names)
+        out["cublas_family"] = prof.family
+    except Exception as exc:  # noqa: BLE001  (the timing row stays; the reason is kept)
+        out["cublas_kernels"] = f"unavailable: {type(exc).__name__}: {exc}"[:200]
+    return out
 
 
 def measure_fused(row: dict, bench, a, b, desc, via) -> None:
@@ -630,6 +665,10 @@ def write_outputs(rows, out: Path, *, quiet: bool = False) -> None:
               f"{len(tail)}, of which {eq_tail} equal anyway; errors: {len(errs)}",
               f"descriptor sources: {sources} ('single_pass (no profile)': the arch profile does not cover "
               "the shape, so a single-pass descriptor is timed and its bytes need not be cuBLAS's)"]  # fmt: skip
+    for r in [r for r in full if not r.get("bytes_equal_cublas")][:40]:
+        lines.append(f"- bytes differ {r['m']}x{r['n']}x{r['k']} ({r['layer']}): descriptor {r.get('desc_source')} "
+                     f"{r.get('family')} {r.get('desc_hash')}; cuBLAS {r.get('cublas_answer', '?')} ran "
+                     f"{r.get('cublas_family', '?')}: {str(r.get('cublas_kernels', '?'))[:120]}")
     for r in errs[:20]:
         lines.append(f"- error {r['m']}x{r['n']}x{r['k']}: {r['error']}")
     (out / "gemm_bench.md").write_text("\n".join(lines) + "\n")

@@ -204,6 +204,26 @@ def fewer_stages(cfg: KernelConfig, exc: Exception) -> KernelConfig:
     return smaller
 
 
+_DEVICE_TABLES: dict[tuple[Any, ...], Any] = {}
+_MAX_DEVICE_TABLES = 1024
+
+
+def device_table(key: tuple[Any, ...], build: Callable[[], Any], device: Any) -> torch.Tensor:
+    """An int32 index table on ``device``, copied there once per (key, device): a pageable
+    host-to-device copy on every call costs more than a small GEMM and cannot be captured in
+    a CUDA graph. ``key`` must determine ``build()`` (the descriptor and K do)."""
+    import numpy as np
+    import torch
+
+    full = (*key, str(device))
+    hit = _DEVICE_TABLES.get(full)
+    if hit is None:
+        if len(_DEVICE_TABLES) >= _MAX_DEVICE_TABLES:
+            _DEVICE_TABLES.clear()
+        hit = _DEVICE_TABLES[full] = torch.from_numpy(np.ascontiguousarray(build(), dtype=np.int32)).to(device)
+    return hit
+
+
 def fewer_stages_on_oom(run: Callable[[KernelConfig], R], cfg: KernelConfig) -> R:
     """``run(cfg)``, stepping the config down (fewer_stages) while the GPU lacks shared memory for it."""
     while True:

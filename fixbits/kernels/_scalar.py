@@ -24,7 +24,14 @@ import triton
 import triton.language as tl
 
 from fixbits.desc import GEMMDesc
-from fixbits.kernels._host import LAUNCH_OPTS, check_operands, epilogue_args, out_code, torch_dtype
+from fixbits.kernels._host import (
+    LAUNCH_OPTS,
+    check_operands,
+    device_table,
+    epilogue_args,
+    out_code,
+    torch_dtype,
+)
 from fixbits.kernels.epilogue import OUT_CODES, epilogue_store, round_to
 from fixbits.kernels.plan import ScalarNest, UnsupportedDesc, scalar_nest
 
@@ -187,7 +194,7 @@ def scalar_nest_matmul(
         out = torch.empty((m, n), dtype=torch_dtype(desc.out_dtype), device=a.device)
     if not (m and n):
         return out
-    idx = torch.from_numpy(nest.index.reshape(-1)).to(a.device)
+    idx = device_table(("scalar_nest", desc, k), lambda: nest.index.reshape(-1), a.device)
     bm, bn = tile or tile_for(nest.n_leaves, n, m)
     grid = (triton.cdiv(m, bm), triton.cdiv(n, bn))
     _scalar_nest_kernel[grid](

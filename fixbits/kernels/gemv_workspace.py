@@ -14,9 +14,16 @@ import triton
 import triton.language as tl
 
 from fixbits.desc import GEMMDesc
-from fixbits.kernels._host import LAUNCH_OPTS, check_operands, epilogue_args, out_code, torch_dtype
+from fixbits.kernels._host import (
+    LAUNCH_OPTS,
+    check_operands,
+    device_table,
+    epilogue_args,
+    out_code,
+    torch_dtype,
+)
 from fixbits.kernels._scalar import check_family, fold_nest, leaf_chains, merge_level, nest_constexprs
-from fixbits.kernels.epilogue import OUT_CODES, epilogue_store
+from fixbits.kernels.epilogue import OUT_CODES, epilogue_store, round_to
 from fixbits.kernels.plan import UnsupportedDesc, scalar_nest
 
 if TYPE_CHECKING:
@@ -67,14 +74,23 @@ def _ws_merge_kernel(
     pid_n = tl.program_id(1)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    p = tl.arange(0, C0)
-    mask3 = (rm[:, None, None] < M) & (rn[None, :, None] < N)
-    x = tl.load(ws_ptr + p[None, None, :] * swp + rm[:, None, None] * swm + rn[None, :, None] * swn,
-                mask=mask3, other=0.0).to(tl.float32)  # fmt: skip
-    BO: tl.constexpr = BLOCK_M * BLOCK_N
-    val = merge_level(tl.reshape(x, (BO * C0,)), BO, C0, L0, K0, MERGE)
+    if K0 == 0:
+        # chain from +0, one part at a time from the workspace: linear in C0 (held in registers
+        # the chain is quadratic unrolled code, and ptxas runs out of memory at C0 = 512)
+        mask2 = (rm[:, None] < M) & (rn[None, :] < N)
+        val = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for p in range(0, C0):
+            x = tl.load(ws_ptr + p * swp + rm[:, None] * swm + rn[None, :] * swn, mask=mask2, other=0.0)
+            val = round_to(val + x.to(tl.float32), MERGE)
+    else:
+        p = tl.arange(0, C0)
+        mask3 = (rm[:, None, None] < M) & (rn[None, :, None] < N)
+        x = tl.load(ws_ptr + p[None, None, :] * swp + rm[:, None, None] * swm + rn[None, :, None] * swn,
+                    mask=mask3, other=0.0).to(tl.float32)  # fmt: skip
+        BO: tl.constexpr = BLOCK_M * BLOCK_N
+        val = tl.reshape(merge_level(tl.reshape(x, (BO * C0,)), BO, C0, L0, K0, MERGE), (BLOCK_M, BLOCK_N))
     epilogue_store(
-        tl.reshape(val, (BLOCK_M, BLOCK_N)), out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
+        val, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
         stride_rm, stride_rn, stride_gm, stride_gn,
         ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
     )  # fmt: skip
@@ -109,7 +125,7 @@ def gemv_workspace_matmul(
         return out
     c0 = cx["C0"]
     ws = torch.empty((c0, m, n), dtype=torch_dtype(desc.partial_dtype), device=a.device)
-    idx = torch.from_numpy(nest.index.reshape(-1)).to(a.device)
+    idx = device_table(("scalar_nest", desc, k), lambda: nest.index.reshape(-1), a.device)
     bm, bn = tile
     grid = (triton.cdiv(m, bm), triton.cdiv(n, bn), c0)
     _ws_part_kernel[grid](

@@ -9,6 +9,7 @@ cuBLAS plus an eager PyTorch epilogue (``fallback="cublas"``), never a guess.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fixbits.desc import GEMMDesc
@@ -59,10 +60,7 @@ def resolve_desc(m: int, n: int, k: int, in_dtype: str, out_dtype: str, device: 
     errors = []
     for version in versions:
         try:
-            if hasattr(profiles, "load_profile"):
-                profile = profiles.load_profile(arch, version, in_dtype, out_dtype)
-            else:
-                profile = profiles.find(arch, str(version), in_dtype, out_dtype)
+            profile = _load_profile(profiles, arch, str(version), in_dtype, out_dtype)
             break
         except Exception as exc:
             errors.append(str(exc))
@@ -71,6 +69,23 @@ def resolve_desc(m: int, n: int, k: int, in_dtype: str, out_dtype: str, device: 
             f"no arch profile for {arch}, cuBLASLt {versions}, {in_dtype}->{out_dtype}: {errors[-1] if errors else ''}"
         )
     return lookup_desc(profile, answer, m, n, k, in_dtype, out_dtype, arch)
+
+
+_PROFILE_CACHE: dict[tuple[str, int], Any] = {}
+
+
+def _load_profile(profiles: Any, arch: str, version: str, in_dtype: str, out_dtype: str) -> Any:
+    """The profile file, parsed once per file version (its mtime): parsing the YAML costs ~0.1 s,
+    which every new shape's first call would otherwise pay."""
+    path = Path(profiles.PROFILE_DIR) / profiles.profile_filename(arch, version, in_dtype, out_dtype)
+    try:
+        key = (str(path), path.stat().st_mtime_ns)
+    except OSError:
+        return profiles.find(arch, version, in_dtype, out_dtype)  # raises, naming the profiles present
+    hit = _PROFILE_CACHE.get(key)
+    if hit is None:
+        hit = _PROFILE_CACHE[key] = profiles.load(path)
+    return hit
 
 
 def lookup_desc(profile: Any, answer: Any, m: int, n: int, k: int, in_dtype: str, out_dtype: str,

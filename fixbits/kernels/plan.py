@@ -7,6 +7,7 @@ re-derive a cut, so the contract in fixbits/desc.py lives in one place on this s
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +58,7 @@ def _single_run(part: list[tuple[int, int]], where: str) -> tuple[int, int] | No
     return part[0]
 
 
+@functools.lru_cache(maxsize=512)  # per call it would be Python work per K element (a steady-state cost)
 def tensor_core_plan(desc: GEMMDesc, k: int) -> TensorCorePlan:
     """Cut [0, k) per ``desc.k_cuts`` for the tensor-core families (at most two contiguous levels)."""
     cuts = desc.k_cuts
@@ -125,6 +127,7 @@ def _cut_elements(cut: KCut, elems: list[int]) -> list[list[int]]:
     return out
 
 
+@functools.lru_cache(maxsize=256)  # a Python loop over every K element: once per (desc, k), not per call
 def scalar_nest(desc: GEMMDesc, k: int, *, levels_from: int = 0) -> ScalarNest:
     """Flatten ``desc.k_cuts[levels_from:]`` over [0, k) into a leaf table (see ScalarNest)."""
     cuts = desc.k_cuts[levels_from:]
@@ -141,6 +144,7 @@ def scalar_nest(desc: GEMMDesc, k: int, *, levels_from: int = 0) -> ScalarNest:
     index = np.full((len(groups), length), -1, dtype=np.int32)
     for i, g in enumerate(groups):
         index[i, : len(g)] = g
+    index.flags.writeable = False  # shared by every caller through the cache
     return ScalarNest(k=k, counts=tuple(counts), merges=tuple(c.merge for c in cuts), index=index)
 
 

@@ -22,6 +22,7 @@ from fixbits.kernels._host import (
     KernelConfig,
     check_config,
     check_operands,
+    device_table,
     epilogue_args,
     fit_config,
     out_code,
@@ -169,12 +170,10 @@ def launch_parts(
     ws: torch.Tensor,
     cfg: KernelConfig,
 ) -> Any:
-    import torch
 
     m, n = a.shape[0], b.shape[1]
-    runs, offs = plan.tables()
-    runs_t = torch.from_numpy(runs.reshape(-1)).to(a.device)
-    offs_t = torch.from_numpy(offs).to(a.device)
+    runs_t = device_table(("splitk_runs", desc, plan.k), lambda: plan.tables()[0].reshape(-1), a.device)
+    offs_t = device_table(("splitk_offs", desc, plan.k), lambda: plan.tables()[1], a.device)
     grid = (triton.cdiv(m, cfg.BLOCK_M) * triton.cdiv(n, cfg.BLOCK_N), plan.n_parts)
     return _splitk_part_kernel[grid](
         a, b, ws, runs_t, offs_t,

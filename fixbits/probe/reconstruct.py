@@ -132,8 +132,14 @@ def _hints(ans: Any, launch: dict[str, Any] | None) -> dict[str, Any]:
     return h
 
 
-def _dump_evidence(out_dir: Path, in_dtype: str, key: str, rep: tuple[int, int, int], hints: dict[str, Any],
-                   launch: Any, res: Any, cap: int = 6000) -> None:
+def evidence_name(in_dtype: str, out_dtype: str, key: str) -> str:
+    """evidence/<in>_<answer>.json for fp32 outputs, <in>_<out>_<answer>.json otherwise: the same
+    answer key recurs across output dtypes, and one pair's probe must not overwrite another's."""
+    return f"{in_dtype}_{key}.json" if out_dtype == "fp32" else f"{in_dtype}_{out_dtype}_{key}.json"
+
+
+def _dump_evidence(out_dir: Path, in_dtype: str, out_dtype: str, key: str, rep: tuple[int, int, int],
+                   hints: dict[str, Any], launch: Any, res: Any, cap: int = 6000) -> None:
     """Every walk and outcome of one probe, for offline replay of the reasoning (small JSON)."""
     d = out_dir / "evidence"
     d.mkdir(parents=True, exist_ok=True)
@@ -144,11 +150,11 @@ def _dump_evidence(out_dir: Path, in_dtype: str, key: str, rep: tuple[int, int, 
         n += take
         walks.append({"walk": w.walk, "calls": w.calls, "triples": [list(t) for t in w.triples[:take]],
                       "outcomes": list(w.outcomes[:take])})
-    doc = {"key": key, "shape": list(rep), "hints": {k: v for k, v in hints.items()}, "launch": launch,
+    doc = {"key": key, "in_dtype": in_dtype, "out_dtype": out_dtype, "shape": list(rep), "hints": {k: v for k, v in hints.items()}, "launch": launch,
            "status": res.status, "notes": list(res.notes), "calls": res.calls, "dropped_tail": res.dropped_tail,
            "desc": res.desc.to_dict() if res.desc else None,
            "survivors": [x.to_dict() for x in res.survivors[:8]], "walks": walks}
-    (d / f"{in_dtype}_{key}.json").write_text(json.dumps(doc, separators=(",", ":"), default=str))
+    (d / evidence_name(in_dtype, out_dtype, key)).write_text(json.dumps(doc, separators=(",", ":"), default=str))
 
 
 def verify_entry(backend: Any, desc: Any, shapes: list[tuple[int, int, int]], *, seed: int, draws: int = 2,
@@ -398,7 +404,6 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
         for d in _lane_variants(bases[lanes]):
             origin.setdefault(d, lanes)
     alive = list(origin)
-    desc = bases[0]
     used: list[tuple[int, int, int]] = []
     queue = sorted(shapes, key=lambda sh: sh[2])  # emulation grows with K: the variants thin out on small K first
     extra_rounds = 2
@@ -548,7 +553,8 @@ def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
                 "why": f"probe crashed at {rep}: {type(exc).__name__}: {exc} | "
                        + traceback.format_exc(limit=4).replace("\n", " | ")}
     try:
-        _dump_evidence(Path(task["out_dir"]), in_dtype, key, rep, used, launch, res)  # type: ignore[arg-type]
+        _dump_evidence(Path(task["out_dir"]), in_dtype, task["out_dtype"], key, rep, used, launch,  # type: ignore[arg-type]
+                       res)
     except Exception:  # noqa: BLE001  (evidence is a debugging aid; never fail the answer for it)
         pass
     out.update(calls=res.calls, notes=list(res.notes), seconds=round(time.time() - t1, 1))

@@ -50,8 +50,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dtypes", nargs="+", default=["fp16,bf16,fp8_e4m3"])
     p.add_argument("--out-dtypes", nargs="+", default=["fp32"], help="fp32 first; e.g. fp32,fp16 adds fp16->fp16 and "
                    "bf16->bf16 (each input dtype with an output of its own width or fp32)")
+    p.add_argument("--pairs", nargs="+", default=None, metavar="IN:OUT[:W]",
+                   help="explicit dtype pairs in this order, each with an optional budget weight (e.g. "
+                        "bf16:bf16:2,fp16:fp16,fp16:fp32); overrides --dtypes/--out-dtypes")
     p.add_argument("--max-queries", type=int, default=30000)
     p.add_argument("--fuzz", type=int, default=2000)
+    p.add_argument("--fuzz-from", type=int, default=0, metavar="N",
+                   help="sweep only fuzz shapes N.. of the --fuzz set (no realistic shapes): extends an earlier "
+                        "run's sweep with new shapes of the same seeded sequence")
     p.add_argument("--draws", type=int, default=10)
     p.add_argument("--sweep-share", type=float, default=0.4, help="share of the budget kept for the sweep")
     p.add_argument("--profiles", default=None, help="use these profiles for the sweep (skip part 1)")
@@ -70,7 +76,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.dtypes = ",".join(args.dtypes)
     args.out_dtypes = ",".join(args.out_dtypes)
+    args.pairs = ",".join(args.pairs) if args.pairs else None
     return args
+
+
+def explicit_pairs(spec: str) -> tuple[list[tuple[str, str]], dict[tuple[str, str], float]]:
+    """--pairs 'in:out[:weight],...' -> the pairs in that order and their budget weights."""
+    todo: list[tuple[str, str]] = []
+    weights: dict[tuple[str, str], float] = {}
+    for item in (x for x in spec.split(",") if x):
+        parts = item.split(":")
+        if len(parts) not in (2, 3):
+            raise SystemExit(f"--pairs: {item!r} is not IN:OUT or IN:OUT:WEIGHT")
+        pair = (parts[0], parts[1])
+        todo.append(pair)
+        weights[pair] = float(parts[2]) if len(parts) == 3 else 1.0
+    return todo, weights
 
 
 def pairs(dtypes: list[str], out_dtypes: list[str]) -> list[tuple[str, str]]:
@@ -83,10 +104,16 @@ def pairs(dtypes: list[str], out_dtypes: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def sweep_cases(fuzz: int, limit: int) -> list[Any]:
+def sweep_cases(fuzz: int, limit: int, fuzz_from: int = 0) -> list[Any]:
     from fixbits.probe.sweep import Case, cases
 
     cs = cases(fuzz)
+    if fuzz_from:
+        from fixbits.shapes import fuzz_shapes
+
+        new = {(s.m, s.n, s.k) for s in fuzz_shapes(0, fuzz)[fuzz_from:]}
+        new -= {(s.m, s.n, s.k) for s in fuzz_shapes(0, fuzz_from)}
+        cs = [c for c in cs if c.which == "fuzz" and (c.m, c.n, c.k) in new]
     if limit:
         small = [c for c in cs if c.m * c.n * c.k <= 4e5 and c.k <= 700]
         real = [c for c in small if c.which == "realistic"][:limit]
@@ -228,7 +255,11 @@ def main(argv: list[str] | None = None) -> int:
 
     dtypes = [d for d in args.dtypes.split(",") if d]
     todo = pairs(dtypes, [d for d in args.out_dtypes.split(",") if d])
-    cs = sweep_cases(args.fuzz, args.limit_shapes)
+    pair_w = {(dt, od): WEIGHTS.get(dt, 0.2) * (1.0 if od == "fp32" else 0.5) for dt, od in todo}
+    if args.pairs:
+        todo, pair_w = explicit_pairs(args.pairs)
+        dtypes = list(dict.fromkeys(dt for dt, _ in todo))
+    cs = sweep_cases(args.fuzz, args.limit_shapes, args.fuzz_from)
     prio = [(c.m, c.n, c.k) for c in cs]
     prio_real = [(c.m, c.n, c.k) for c in cs if c.which == "realistic"]
     lt = _DryLt() if dry else None
@@ -244,13 +275,13 @@ def main(argv: list[str] | None = None) -> int:
     sweep_s = args.sweep_share * args.budget_s
     recon_end = deadline - sweep_s
     if not args.profiles:
-        wsum = sum(WEIGHTS.get(d, 0.2) * (1.0 if od == "fp32" else 0.5) for d, od in todo)
+        wsum = sum(pair_w[p] for p in todo)
         for dt, od in todo:
             left = recon_end - time.time()
             if left < 5:
                 summaries[f"{dt}->{od}"] = {"error": "no time left"}
                 continue
-            share = WEIGHTS.get(dt, 0.2) * (1.0 if od == "fp32" else 0.5) / wsum
+            share = pair_w[(dt, od)] / wsum
             b = max(5.0, min(left, share * (recon_end - t0)))
             hints = (seed_profiles(Path(args.seed_profiles), prof_dir, args.arch, lib_version, dt, od, log)
                      if args.seed_profiles else None)

@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""GPU: fixbits.matmul (heuristic -> arch profile -> Triton kernel) against cuBLAS's bytes.
+
+    PYTHONPATH=<repo> python3 runners/device/matmul_check.py --out DIR [--budget-s 300]
+        [--pairs fp16:fp16,bf16:bf16,fp16:fp32,bf16:fp32] [--fuzz 400] [--draws 10]
+
+For every dtype pair with a committed profile, the 390 realistic shapes and a seeded fuzz set:
+the heuristic's answer is looked up (host only); a shape whose answer is not in the profile is
+reported as ``not_in_profile``, one whose answer the split-K tail predicate flags as
+``tail_defect`` (compared, never counted as a match). The rest run ``--draws`` draws
+(ordinary and wide exponents alternating, counter-hash operands drawn on the GPU, seeds printed)
+through ``fixbits.matmul(a, b, out_dtype=...)`` and through cuBLAS (torch.mm / cuBLASLt's own
+pick), and every output element's bits are compared. The cuBLAS kernels one call launches are
+recorded (torch.profiler) once per heuristic answer and for every shape that differs.
+
+Kernels are compiled first in parallel processes (fixbits.kernels.precompile). Writes
+DIR/matmul_check.csv (one row per shape and pair, rewritten as it goes), DIR/summary.yaml and a
+table printed last; a crash in one shape is a row with outcome ``error`` and the run goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import os
+import sys
+import time
+import traceback
+import zlib
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+import yaml  # noqa: E402
+
+FIELDS = ("pair", "set", "m", "n", "k", "layer", "answer", "family", "desc_hash", "outcome", "draws", "elements",
+          "ndiff", "nonzero_share", "tail_loss", "seed", "cublas_kernels", "cublas_family", "entry_kernels", "note",
+          "t_s")
+DEFAULT_PAIRS = "fp16:fp16,bf16:bf16,fp16:fp32,bf16:fp32"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--budget-s", type=float, default=300.0)
+    p.add_argument("--pairs", default=DEFAULT_PAIRS, help="IN:OUT list, in this order")
+    p.add_argument("--fuzz", type=int, default=400, help="seeded fuzz shapes (fixbits.shapes.fuzz_shapes, seed 7)")
+    p.add_argument("--draws", type=int, default=10)
+    p.add_argument("--max-elements", type=float, default=3e8, help="cap on each operand and the output")
+    p.add_argument("--max-flop", type=float, default=4e12, help="fuzz shapes above this 2MNK are left out")
+    p.add_argument("--precompile-s", type=float, default=150.0)
+    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    return p.parse_args(argv)
+
+
+def shape_sets(fuzz: int, max_elements: float, max_flop: float) -> list[tuple[str, int, int, int, str]]:
+    from fixbits.shapes import fuzz_shapes, realistic_shapes
+
+    out = [("realistic", s.m, s.n, s.k, s.layer) for s in realistic_shapes()]
+    for s in fuzz_shapes(7, fuzz, max_elements=int(max_elements)):
+        if 2 * s.m * s.n * s.k <= max_flop:
+            out.append(("fuzz", s.m, s.n, s.k, s.layer))
+    return out
+
+
+def case_seed(pair: str, m: int, n: int, k: int) -> int:
+    return zlib.crc32(f"{pair}:{m}x{n}x{k}".encode()) & 0x7FFFFFF
+
+
+def plan(pairs: list[tuple[str, str]], shapes: list[tuple[str, int, int, int, str]], log: Any) -> list[dict[str, Any]]:
+    """One row per (pair, shape): the heuristic's answer and the profile's descriptor or why none."""
+    import torch
+
+    from fixbits.cublas.lt import CublasLt
+    from fixbits.kernels.matmul import MatmulUnavailable, _lt_instance, resolve_desc
+    from fixbits.probe.sweep import _tail_loss
+
+    lt = _lt_instance(CublasLt)
+    rows = []
+    for dt, od in pairs:
+        pair = f"{dt}->{od}"
+        t = time.time()
+        for which, m, n, k, layer in shapes:
+            row: dict[str, Any] = {"pair": pair, "set": which, "m": m, "n": n, "k": k, "layer": layer,
+                                   "seed": case_seed(pair, m, n, k), "_in": dt, "_out": od}
+            try:
+                ans = lt.heuristic(m, n, k, dt, od)
+                row["answer"] = ans.key_str()
+                row["tail_loss"] = _tail_loss(ans, k)
+                desc = resolve_desc(m, n, k, dt, od, torch.device("cuda"))
+                row.update(family=desc.family, desc_hash=desc.short_hash, _desc=desc,
+                           entry_kernels=" ".join(_entry_kernels(dt, od, ans)))
+            except MatmulUnavailable as exc:
+                row.update(outcome="not_in_profile", note=str(exc)[:300])
+            except Exception as exc:  # noqa: BLE001  (no algorithm for the shape, binding errors)
+                row.update(outcome="error", note=f"{type(exc).__name__}: {exc}"[:300])
+            rows.append(row)
+        n_cov = sum(1 for r in rows if r["pair"] == pair and "_desc" in r)
+        log(f"[plan] {pair}: {n_cov}/{len(shapes)} shapes covered by the profile ({time.time() - t:.1f}s)")
+    return rows
+
+
+def _entry_kernels(dt: str, od: str, ans: Any) -> tuple[str, ...]:
+    """The kernels the profile entry recorded when it was probed (empty for predicted entries)."""
+    from fixbits.cublas.lt import CublasLt
+    from fixbits.kernels.matmul import _arch_of, _lt_instance
+    from fixbits.probe.profile import answer_key, find
+
+    prof = _PROFILES.get((dt, od))
+    if prof is None:
+        import torch
+
+        arch = _arch_of(torch.device("cuda"))
+        prof = _PROFILES[(dt, od)] = find(arch, str(_lt_instance(CublasLt).version), dt, od)
+    entry = prof.entries.get(answer_key(ans))
+    return tuple(entry.kernels) if entry is not None else ()
+
+
+_PROFILES: dict[tuple[str, str], Any] = {}
+
+
+def precompile_rows(rows: list[dict[str, Any]], workers: int, timeout_s: float, log: Any) -> None:
+    import torch
+
+    from fixbits.kernels.dispatch import choose_kernel
+    from fixbits.kernels.precompile import CompileJob, precompile
+    from fixbits.kernels.single_pass import num_sms
+    from fixbits.kernels.tuning import best_config
+
+    jobs = []
+    for r in rows:
+        d = r.get("_desc")
+        if d is None:
+            continue
+        cfg = ()
+        if d.instruction != "fma":
+            key = (choose_kernel(d, r["m"], r["n"]).family, d.in_dtype, d.out_dtype)
+            cfg = tuple(best_config(key, r["m"], r["n"], r["k"]).to_dict().items())
+        jobs.append(CompileJob(r["m"], r["n"], r["k"], d, "none", cfg, out_dtype=d.out_dtype))
+    rep = precompile(jobs, workers=workers, sms=num_sms(torch.device("cuda")), timeout_s=timeout_s)
+    log(f"[precompile] {rep.jobs} calls, {rep.unique} kernels, {rep.compiled} compiled, "
+        f"{len(rep.errors)} errors in {rep.seconds:.0f}s")
+    for e in rep.errors[:5]:
+        log(f"[precompile] {e[:300]}")
+
+
+def launches(fn: Any) -> tuple[str, str]:
+    from fixbits.cublas.profile import profile_call
+
+    prof = profile_call(fn)
+    return " ".join(prof.kernel_names), prof.family
+
+
+def compare(row: dict[str, Any], draws: int, kernels_seen: dict[tuple[str, str], tuple[str, str]]) -> None:
+    """Run the draws of one covered shape; fills outcome, ndiff, nonzero_share, kernels."""
+    import torch
+
+    from fixbits.kernels._host import torch_dtype
+    from fixbits.kernels.matmul import cublas_matmul, matmul
+    from fixbits.probe.hashdraw import torch_operand
+
+    m, n, k, dt, od = row["m"], row["n"], row["k"], row["_in"], row["_out"]
+    ndiff = nonzero = 0
+    ref = None
+    for d in range(draws):
+        kind = "ordinary" if d % 2 == 0 else "wide"
+        s = row["seed"] * 64 + 2 * d
+        a = torch_operand((m, k), dt, kind, s, "cuda")
+        b = torch_operand((k, n), dt, kind, s + 1, "cuda")
+        ours = matmul(a, b, out_dtype=od)
+        ref = cublas_matmul(a, b, od)
+        w = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[ref.element_size()]
+        assert ours.dtype == ref.dtype == torch_dtype(od), (ours.dtype, ref.dtype)
+        ndiff += int((ours.view(w) != ref.view(w)).sum().item())
+        nonzero += int((ref != 0).sum().item())
+        del ours
+    row["draws"] = draws
+    row["elements"] = m * n * draws
+    row["ndiff"] = ndiff
+    row["nonzero_share"] = round(nonzero / max(1, m * n * draws), 4)
+    key = (row["pair"], row["answer"])
+    if key not in kernels_seen or ndiff:
+        last = (a, b)
+        kernels_seen[key] = launches(lambda: cublas_matmul(last[0], last[1], od))
+    row["cublas_kernels"], row["cublas_family"] = kernels_seen[key]
+    if row["tail_loss"]:
+        row["outcome"] = "tail_defect"
+        row["note"] = f"cuBLAS's split-K tail drops {row['tail_loss']} K terms; bytes {'equal' if not ndiff else 'differ'}"
+    else:
+        row["outcome"] = "match" if ndiff == 0 else "mismatch"
+
+
+def write(rows: list[dict[str, Any]], out: Path) -> None:
+    tmp = out / "matmul_check.csv.tmp"
+    with tmp.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({f: r.get(f, "") for f in FIELDS})
+    tmp.replace(out / "matmul_check.csv")
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    table: dict[str, dict[str, Any]] = defaultdict(dict)
+    for (pair, which), group in _groups(rows).items():
+        c = Counter(r.get("outcome", "not_run") for r in group)
+        ran = [r for r in group if r.get("draws")]
+        table[pair][which] = {"shapes": len(group), **dict(c), "draws": sum(int(r["draws"]) for r in ran),
+                              "elements_compared": sum(int(r["elements"]) for r in ran),
+                              "families": dict(Counter(r["family"] for r in ran))}
+    return dict(table)
+
+
+def _groups(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    g: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        g[(r["pair"], r["set"])].append(r)
+    return g
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    t0 = time.time()
+    deadline = t0 + args.budget_s
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    import torch
+    import triton
+
+    from fixbits.env import fingerprint
+
+    env = fingerprint()
+    log(f"torch {torch.__version__} triton {triton.__version__} {torch.cuda.get_device_name()} env {env}")
+    pairs = [tuple(p.split(":")) for p in args.pairs.split(",") if p]
+    shapes = shape_sets(args.fuzz, args.max_elements, args.max_flop)
+    rows = plan(pairs, shapes, log)  # type: ignore[arg-type]
+    write(rows, out)
+    precompile_rows(rows, args.workers, min(args.precompile_s, 0.4 * (deadline - time.time())), log)
+    kernels_seen: dict[tuple[str, str], tuple[str, str]] = {}
+    todo = [r for r in rows if "_desc" in r]
+    # pairs share the time left; within a pair the realistic shapes come first
+    by_pair: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in todo:
+        by_pair[r["pair"]].append(r)
+    for pi, (pair, group) in enumerate(by_pair.items()):
+        pair_end = time.time() + (deadline - 10 - time.time()) / (len(by_pair) - pi)
+        t_pair = time.time()
+        for r in sorted(group, key=lambda r: r["set"] != "realistic"):
+            if time.time() > pair_end:
+                r.setdefault("outcome", "not_run")
+                r.setdefault("note", "budget")
+                continue
+            t = time.time()
+            try:
+                compare(r, args.draws, kernels_seen)
+            except Exception as exc:  # noqa: BLE001  (reported; the run goes on)
+                r["outcome"] = "error"
+                r["note"] = f"{type(exc).__name__}: {exc}"[:300]
+                log(f"[error] {pair} {r['m']}x{r['n']}x{r['k']} seed={r['seed']}: {traceback.format_exc(limit=4)}")
+                torch.cuda.empty_cache()
+            r["t_s"] = round(time.time() - t, 3)
+            if r.get("outcome") == "mismatch":
+                log(f"[mismatch] {pair} {r['set']} {r['m']}x{r['n']}x{r['k']} answer={r['answer']} "
+                    f"desc={r['desc_hash']} ndiff={r['ndiff']} seed={r['seed']} cublas={r['cublas_kernels'][:160]}")
+        write(rows, out)
+        log(f"[{pair}] {Counter(r.get('outcome') for r in group)} in {time.time() - t_pair:.0f}s")
+    write(rows, out)
+    summary = {"env": {"torch": torch.__version__, "triton": triton.__version__,
+                       "gpu": torch.cuda.get_device_name(), "fingerprint": dataclasses.asdict(env)},
+               "args": {k: v for k, v in vars(args).items() if k != "out"},
+               "table": summarize(rows), "wall_s": round(time.time() - t0, 1)}
+    (out / "summary.yaml").write_text(yaml.safe_dump(summary, sort_keys=False))
+    log("\n== matmul against cuBLAS ==")
+    for pair, sets in summary["table"].items():
+        for which, s in sets.items():
+            log(f"{pair:12} {which:9} " + " ".join(f"{k}={v}" for k, v in s.items() if k != "families"))
+    log(f"wall {time.time() - t0:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
