@@ -220,6 +220,40 @@ def case_planted_reverse_merge() -> None:
     assert float(good[0, 0]) == 1.0 and float(bad[0, 0]) == 0.0, (good, bad)
 
 
+def case_splitk_launcher() -> None:
+    """fixbits.matmul's cached split-K launcher (settled once, direct launches) against the
+    reference path splitk_core: same bytes, epilogues included, repeated calls included."""
+    import torch
+
+    from fixbits.desc import EpilogueOp, GEMMDesc, KCut
+    from fixbits.kernels._host import KernelConfig
+    from fixbits.kernels.matmul import matmul
+    from fixbits.kernels.splitk import splitk_core
+
+    base = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp32")
+    cfg = KernelConfig(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, num_stages=2)
+    g = torch.Generator().manual_seed(11)
+    descs = [
+        base.replace(k_cuts=(KCut("contiguous", count=3),)),
+        base.replace(k_cuts=(KCut("contiguous", count=4), KCut("contiguous", span=64)), out_dtype="fp16"),
+        base.replace(k_cuts=(KCut("contiguous", count=2),), partial_dtype="fp16", out_dtype="fp16",
+                     epilogue=(EpilogueOp("bias"), EpilogueOp("relu"), EpilogueOp("residual"))),
+    ]  # fmt: skip
+    for d in descs:
+        m, n, k = 5, 40, 300
+        a = torch.randint(-3, 4, (m, k), generator=g).to(torch.float16)
+        b = torch.randint(-3, 4, (k, n), generator=g).to(torch.float16)
+        odt = torch.float16 if d.out_dtype == "fp16" else torch.float32
+        side = dict(bias=torch.randint(-9, 9, (n,), generator=g).to(odt),
+                    residual=torch.randint(-9, 9, (m, n), generator=g).to(odt))  # fmt: skip
+        want = splitk_core(a, b, d, config=cfg, **side)
+        for _ in range(2):  # the second call takes the cached launch
+            got = matmul(a, b, desc=d, config=cfg, epilogue=d.epilogue or None, **side)
+            w = torch.int16 if odt == torch.float16 else torch.int32
+            assert torch.equal(got.view(w), want.view(w)), (d.short_hash, (got - want).abs().max())
+        assert bool((want != 0).any()), d.short_hash
+
+
 if __name__ == "__main__":
     _setup()
     globals()[f"case_{sys.argv[1]}"]()

@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
         "epilogue_vs_emulator",
         "planted_reverse_merge",
         "butterfly_merge",
+        "splitk_launcher",
     ],
 )
 def test_kernels_under_interpreter(case: str) -> None:

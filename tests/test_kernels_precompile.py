@@ -69,3 +69,30 @@ def test_dedup_key_follows_the_binder() -> None:
     for other in (CompileJob(1, 4096, 4096, TC, "none", cfg), CompileJob(256, 4096, 4100, TC, "none", cfg),
                   CompileJob(256, 4096, 4096, TC, "silu_gate", cfg)):  # fmt: skip
         assert other.dedup_key() != same[0].dedup_key()
+
+
+def test_split_k_launches_are_precompiled_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cached split-K launcher (parts + merge, direct launches) compiles on meta tensors and
+    then launches exactly those two kernels, with and without a fused epilogue."""
+    from triton.runtime.cache import _base32
+
+    from fixbits.desc import KCut
+    from fixbits.kernels.matmul import matmul
+
+    d = TC.replace(k_cuts=(KCut("contiguous", count=3),))
+    cfg = KernelConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, num_warps=4, num_stages=3)
+    cache = tmp_path / "triton"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
+    jobs = [CompileJob(16, 128, 1000, d, ep, tuple(cfg.to_dict().items())) for ep in ("none", "bias")]
+    report = precompile(jobs, workers=1, timeout_s=600)
+    assert report.errors == () and report.compiled == 2
+    before = _dirs(cache)
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn((16, 1000), generator=g).half(), torch.randn((1000, 128), generator=g).half()
+    with Sm90Driver() as drv:
+        for ep in ("none", "bias"):
+            matmul(a, b, desc=d, epilogue=epilogue_ops(ep), config=cfg, bias=torch.randn(128, generator=g).half())
+    hashes = [h for h, *_ in drv.launches]
+    assert len(hashes) == 4 and len(set(hashes)) == 3  # one part kernel, two merge kernels
+    assert {_base32(h) for h in hashes} <= before
+    assert _dirs(cache) == before

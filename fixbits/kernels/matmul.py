@@ -251,6 +251,13 @@ def _launcher(
         check_operands(rdesc, a, b)
         sa, sb, dev = tuple(a.stride()), tuple(b.stride()), a.get_device()
         return launcher_on_fewer_stages(lambda c: tile_launcher(rdesc, m, n, k, sa, sb, dev, c), config)
+    if rdesc.family == "splitk" and choose_kernel(rdesc, m, n).family == "splitk":
+        from fixbits.kernels._host import check_operands, launcher_on_fewer_stages
+        from fixbits.kernels.splitk import splitk_launcher
+
+        check_operands(rdesc, a, b)
+        sa, sb = tuple(a.stride()), tuple(b.stride())
+        return launcher_on_fewer_stages(lambda c: splitk_launcher(rdesc, m, n, k, sa, sb, c), config)
     return lambda a, b, bias, residual, gate: fn(
         a, b, rdesc, bias=bias, residual=residual, gate=gate, config=config
     )

@@ -227,3 +227,79 @@ def splitk_matmul(a: torch.Tensor, b: torch.Tensor, desc: GEMMDesc, **kw: Any) -
     """C = epilogue(merge of the level-0 parts of ``desc``), fast accumulation inside each part."""
     check_family(desc, (FAMILY,))
     return splitk_core(a, b, desc, **kw)
+
+
+def splitk_launcher(
+    desc: GEMMDesc,
+    m: int,
+    n: int,
+    k: int,
+    a_strides: tuple[int, int],
+    b_strides: tuple[int, int],
+    cfg: KernelConfig,
+    *,
+    gelu_tanh_fma: bool = True,
+) -> Any:
+    """``launch(a, b, bias, residual, gate) -> out`` for repeated calls of one chain-merged
+    split-K descriptor, shape, operand strides and config (fixbits.matmul keys it on them):
+    the plan, its device tables, grids and constexprs are settled once, so a call is two
+    torch.empty and two direct launches instead of the reference path's checks, plan and
+    Triton dispatch (tens of microseconds, more than a small split-K GEMM on the GPU).
+    Butterfly merges keep the reference path (splitk_core)."""
+    import torch
+
+    from fixbits.kernels._host import _plan
+    from fixbits.kernels.epilogue import EpilogueError
+    from fixbits.kernels.launch import DirectLaunch
+
+    cfg = fit_config(desc, cfg)
+    check_config(desc, cfg)
+    if desc.k_cuts and desc.k_cuts[0].merge != "chain":
+        return lambda a, b, bias, residual, gate: splitk_core(
+            a, b, desc, bias=bias, residual=residual, gate=gate, config=cfg, gelu_tanh_fma=gelu_tanh_fma
+        )
+    plan = tensor_core_plan(desc, k)
+    ep = _plan(desc.epilogue)
+    odt, pdt = torch_dtype(desc.out_dtype), torch_dtype(desc.partial_dtype)
+    p = plan.n_parts
+    mn, pmn, bias_shape = (m, n), (p, m, n), (n,)
+    if not (m and n):
+        return lambda a, b, bias, residual, gate: torch.empty(mn, dtype=odt, device=a.device)
+    (sam, sak), (sbk, sbn) = a_strides, b_strides
+    parts = DirectLaunch(_splitk_part_kernel, (triton.cdiv(m, cfg.BLOCK_M) * triton.cdiv(n, cfg.BLOCK_N), p), dict(
+        STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), PROMO=promo_of(desc),
+        GROUPS=groups_for(desc, cfg), RES_FIRST=desc.residue == "first", HAS_INNER=plan.has_inner,
+        BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
+        NUM_STAGES=cfg.num_stages, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
+    ))  # fmt: skip
+    merge = DirectLaunch(_splitk_merge_kernel, (triton.cdiv(m, MERGE_BLOCK_M), triton.cdiv(n, MERGE_BLOCK_N)), dict(
+        MERGE=OUT_CODES[desc.merge_dtype], FROM_ZERO=True,
+        EP0=ep.codes[0], EP1=ep.codes[1], EP2=ep.codes[2], EP3=ep.codes[3],
+        OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
+        BLOCK_M=MERGE_BLOCK_M, BLOCK_N=MERGE_BLOCK_N, num_warps=4, **LAUNCH_OPTS,
+    ))  # fmt: skip
+    need_bias, need_res, need_gate, scales = ep.needs_bias, ep.needs_residual, ep.needs_gate, ep.scales
+    tables: list[Any] = []  # (runs, offsets) on the device of the first call
+    empty = torch.empty
+
+    def launch(a: Any, b: Any, bias: Any, residual: Any, gate: Any) -> Any:
+        if (
+            (need_bias and (bias is None or bias.shape != bias_shape))
+            or (need_res and (residual is None or residual.shape != mn))
+            or (need_gate and (gate is None or gate.shape != mn))
+        ):
+            epilogue_args(desc, m, n, bias, residual, gate)  # raises the precise error
+            raise EpilogueError("epilogue tensors do not match the plan")
+        if not tables or tables[2] != a.device:
+            tables[:] = [device_table(("splitk_runs", desc, k), lambda: plan.tables()[0].reshape(-1), a.device),
+                         device_table(("splitk_offs", desc, k), lambda: plan.tables()[1], a.device), a.device]
+        ws = empty(pmn, dtype=pdt, device=a.device)
+        out = empty(mn, dtype=odt, device=a.device)
+        parts(a, b, ws, tables[0], tables[1], m, n, sam, sak, sbk, sbn, m * n, n, 1)
+        r = residual if need_res else out
+        g = gate if need_gate else out
+        merge(ws, out, bias if need_bias else out, r, g, r.stride(0), r.stride(1), g.stride(0), g.stride(1),
+              p, m, n, m * n, n, 1, n, 1, *scales)  # fmt: skip
+        return out
+
+    return launch
