@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,10 +44,14 @@ def ptx_signature(text: str) -> KernelSignature:
     except (PTXError, RecursionError) as e:
         return text_fallback("ptx", "?", text, f"unreadable PTX: {e}")
     has_mma = "mma" in text
+    # shared-memory windows of the module: every one is named "smem" by the walk, so store-to-load
+    # forwarding (forward.py) proves a slot's writer only where there is one
+    smem_decls = len(re.findall(r"\.shared\s+(?:\.align\s+\d+\s+)?\.(?:v\d\s+\.)?\w+\s+[\w$]+", text))
     sigs = []
     for entry in entries:
         try:
             w = PTXWalk(entry, has_mma)
+            w.smem_decls = smem_decls
             w.run()
             sig = build(
                 "ptx",

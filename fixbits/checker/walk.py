@@ -33,6 +33,7 @@ class SmemEntry:
     nbytes: int
     epoch: int
     node: Node | None = None
+    bar: int = -1  # block-wide barriers the walk had passed when it stored (an upper bound in loops)
 
 
 TRUE = Node("true")
@@ -117,6 +118,15 @@ class Walk:
         self._hist: Node | None = None
         self._hist_key: tuple[list[SmemEntry], int] | None = None
         self._uni_cache: tuple[list[SmemEntry], int, Node | None, frozenset[int]] | None = None
+        # store-to-load forwarding (forward.py): block-wide barriers passed, whether each one
+        # found every copy-engine write waited for, open copies, the barrier count at the last
+        # forwarded read (a store before the next barrier would race with it)
+        self.bars = 0
+        self.bar_clean: list[bool] = [True]
+        self.cp_open = False
+        self.other_async = False
+        self.fwd_bar: int | None = None
+        self.fwd_race = False
 
     # ---- to be provided by the ISA walker ------------------------------------------------
     def insts_len(self) -> int:
@@ -180,6 +190,8 @@ class Walk:
                 if h2 <= b1 and b2 > b1:
                     raise Unsupported("overlapping loops")
         self.exec_range(0, n)
+        if self.fwd_race:
+            raise Unsupported("shared store races with a forwarded read")
 
     def exec_range(self, lo: int, hi: int) -> None:
         i = lo
@@ -268,6 +280,7 @@ class Walk:
         written = self.written_regs(h + 1, b)
         pre_env = dict(self.env)
         saved = (self.roots, self.effects, self.smem, self.epoch, self.pc)
+        cp_before = self.cp_open
 
         def body(env: dict[str, Node]) -> tuple[dict[str, Node], Node | None]:
             self.env = env
@@ -345,8 +358,13 @@ class Walk:
                     e.pred,
                     e.nbytes,
                     self.epoch,
+                    bar=self.bars,
                 )
             )
+            if e.kind == "async":
+                self.cp_open = True
+        if cp_before:
+            self.cp_open = True
         self.epoch += 1
 
     def global_store(self, addr: Poly, v: Node, nbytes: int) -> None:
@@ -370,7 +388,16 @@ class Walk:
             conds = self.pc + ((pred,) if pred is not None else ())
             pred = conds[0] if len(conds) == 1 else Node("and", ("pc",), conds)
         self.smem_version += 1
-        self.smem.append(SmemEntry(kind, addr, value, pred, nbytes, self.epoch))
+        if self.fwd_bar is not None and self.fwd_bar == self.bars:
+            self.fwd_race = True
+        if kind == "async":
+            if value.kind == "cpasync":
+                self.cp_open = True
+            else:
+                self.other_async = True  # TMA: completes on an mbarrier the walk does not model
+        if value.kind == "smemwrite":
+            self.other_async = True  # an unmodelled write: no slot's writer is known
+        self.smem.append(SmemEntry(kind, addr, value, pred, nbytes, self.epoch, bar=self.bars))
 
     def smem_uniform(self, nbytes: int, any_lane_halves: bool = False) -> Node | None:
         """The one coordinate-free tree every store wrote, when there is one.
@@ -440,9 +467,15 @@ class Walk:
             return u
         return Node("xwarp", (nbytes,), (addr, self.smem_history()))
 
-    def barrier(self) -> None:
+    def barrier(self, block: bool = False) -> None:
         self.smem_version += 1
         self.epoch += 1
+        if block:
+            self.bars += 1
+            self.bar_clean.append(not self.cp_open)
+
+    def cp_wait_all(self) -> None:
+        self.cp_open = False
 
 
 _LEAVES: dict[tuple[str, str | int], Node] = {}

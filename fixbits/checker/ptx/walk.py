@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import re
 
+from fixbits.checker import forward as fwd
 from fixbits.checker.forms import (
     Poly,
     exact_and,
     exact_bfe,
     exact_or,
     exact_shr,
+    is_bit_symbol,
     token,
 )
+from fixbits.checker.forward import bit_op
 from fixbits.checker.node import Node, Root, const_bits, int_node, opaque
 from fixbits.checker.ptx.parse import Entry, Inst, split_args
 from fixbits.checker.walk import (
     TRUE,
+    SmemEntry,
     Unsupported,
     Walk,
     icmp,
@@ -45,6 +49,7 @@ _HARMLESS = (
     "elect.sync", "fence.proxy", "tcgen05.fence", "tcgen05.wait", "tcgen05.commit", "discard",
     "applypriority", "cp.async.mbarrier", "tensormap.cp_fenceproxy", "pmevent", "bar.warp.sync",
 )  # fmt: skip
+_BLOCK_BARRIERS = ("bar.sync", "barrier.sync", "barrier.sync.aligned")
 _SMEM_WAITS = ("cp.async.wait", "cp.async.bulk.wait", "mbarrier.try_wait", "mbarrier.test_wait", "mbarrier.wait",
                "fence.proxy", "cp.async.mbarrier")  # fmt: skip
 _FLOAT_OPS = {"add", "sub", "mul", "fma", "mad", "min", "max", "neg", "abs", "div", "rcp", "sqrt",
@@ -82,6 +87,10 @@ class PTXWalk(Walk):
         self.ntid = entry.reqntid
         self.special: dict[str, Poly] = {}
         self._vcache: dict[tuple[str, int], Node | str] = {}
+        self.smem_decls: int | None = None  # shared-memory declarations of the module (api sets it)
+        self._fwd_cache: tuple | None = None
+        self._fwd_env_cache: list[dict[str, int]] | None = None
+        self._fwd_memo: dict[bytes, bool] = {}
         self._decode()
         for d, n in zip("xyz", self.ntid or (0, 0, 0), strict=False):
             if self.ntid is None:
@@ -278,9 +287,15 @@ class PTXWalk(Walk):
         harmless = self._harmless[i]
         if harmless is not None:
             if harmless == "barrier":
-                self.barrier()
+                block = ins.op in _BLOCK_BARRIERS and ins.pred is None and [a.strip() for a in ins.args] == ["0"]
+                self.barrier(block and not self.pc)
             elif harmless == "wait":
                 self.smem_version += 1  # async copies may have landed
+                if ins.pred is None and (
+                    ins.op.startswith("cp.async.wait_all")
+                    or (ins.op.startswith("cp.async.wait_group") and [a.strip() for a in ins.args] == ["0"])
+                ):
+                    self.cp_wait_all()
             return
         handler = getattr(self, "op_" + parts[0], None)
         if handler is not None:
@@ -366,6 +381,8 @@ class PTXWalk(Walk):
             p = token(ins.op, [v.digest for v in vals], variant)
             if any(v.poly is None or v.poly.has_data() for v in vals):
                 p = Poly.sym("D:" + p.text().split(":", 1)[1])
+            elif variant and all(fwd.block_level(v.poly) for v in vals if v.poly is not None):
+                fwd.note_block_token(p)  # same value in every thread of a block
         self.write(ins, ins.args[0], int_node(p))
 
     def _is_int(self, parts: list[str]) -> bool:
@@ -431,6 +448,8 @@ class PTXWalk(Walk):
             r = exact_and(a, b.const_value())
         elif a.is_const():
             r = exact_and(b, a.const_value())
+        if r is None:
+            r = bit_op("and", [a, b])
         self._int_result(ins, r, "and")
         return None
 
@@ -439,7 +458,10 @@ class PTXWalk(Walk):
             self.write(ins, ins.args[0], Node("or", ("pred",), tuple(self.val(a) for a in ins.args[1:])))
             return None
         a, b = self._int_args(ins)
-        self._int_result(ins, exact_or(a, b), "or")
+        r = exact_or(a, b)
+        if r is None:
+            r = bit_op("or", [a, b])
+        self._int_result(ins, r, "or")
         return None
 
     def op_xor(self, ins: Inst, parts: list[str]) -> bool | None:
@@ -452,6 +474,8 @@ class PTXWalk(Walk):
             r = Poly.const(a.const_value() ^ b.const_value())
         else:
             r = exact_or(a, b)  # xor of values with no common bit is their sum
+        if r is None:
+            r = bit_op("xor", [a, b])
         self._int_result(ins, r, "xor")
         return None
 
@@ -467,6 +491,8 @@ class PTXWalk(Walk):
         r = None
         if parts[-1].startswith("u") and pos.is_const() and ln.is_const():
             r = exact_bfe(a, pos.const_value(), ln.const_value())
+        if r is None and parts[-1] in ("u32", "s32"):
+            r = bit_op("bfe", [a, pos, ln], signed=parts[-1] == "s32")
         self._int_result(ins, r, "bfe")
         return None
 
@@ -609,6 +635,18 @@ class PTXWalk(Walk):
             a = _restrict_by_bound(a, self.get(ins.pred))
         if len(regs) != vec:
             raise Unsupported(f"vector load arity {ins.text[:60]}")
+        if (
+            space == "shared"
+            and ins.pred is None
+            and not self.pc
+            and self.depth == 0
+            and self.smem_uniform(nbytes) is None
+        ):
+            fw = self.forward_ld(a, nbytes, vec)
+            if fw is not None:
+                for r, v in zip(regs, fw, strict=True):
+                    self.write(ins, r, v, kind="load")
+                return None
         for k, r in enumerate(regs):
             ak = a + Poly.const(k * nbytes)
             if space == "shared":
@@ -707,9 +745,47 @@ class PTXWalk(Walk):
         regs = _regs(ins.args[0])
         a = self.addr(ins.args[1])
         u = self.smem_uniform(4, any_lane_halves="trans" in parts)
+        if u is None and ins.pred is None and not self.pc and self.depth == 0:
+            fw = self.forward_ldmatrix(a, parts, len(regs))
+            if fw is not None:
+                for r, v in zip(regs, fw, strict=True):
+                    self.write(ins, r, v)
+                return None
         hist = None if u is not None else Node("xwarp", (16,), (int_node(a), self.smem_history()))
         for k, r in enumerate(regs):
             self.write(ins, r, u if u is not None else Node("ldmatrix", (ins.op, k), (hist,)))  # type: ignore[arg-type]
+        return None
+
+    def op_stmatrix(self, ins: Inst, parts: list[str]) -> bool | None:
+        """stmatrix .m8n8 .b16 (not transposed): lane L's register k goes to row L/4 of matrix k,
+        whose address lane 8k + L/4 supplies, at byte 4 (L mod 4): one 4-byte store per
+        register with the supplier's lane bits written as the storing lane's."""
+        regs = _regs(ins.args[1]) if ins.args[1].strip().startswith("{") else [ins.args[1].strip()]
+        if (
+            "trans" in parts
+            or "m8n8" not in parts
+            or "b16" not in parts
+            or "shared" not in parts
+            or len(regs) not in (1, 2, 4)
+            or f"x{len(regs)}" not in parts
+            or self.special.get("laneid") is None
+        ):
+            return False
+        a = self.addr(ins.args[0])
+        if any(not (is_bit_symbol(s) or s == "smem" or fwd.block_level(Poly.sym(s))) for s in a.symbols()):
+            return False  # a lane-dependent token: the supplier's value is not the writer's
+        tmp = a
+        for i in range(5):
+            tmp = tmp.substitute(f"tx{i}", Poly.sym(f"sup{i}"))
+        pred = self.cur_pred(ins)
+        for k, r in enumerate(regs):
+            ak = tmp
+            lane_src = {0: Poly.sym("tx2"), 1: Poly.sym("tx3"), 2: Poly.sym("tx4"),
+                        3: Poly.const(k & 1), 4: Poly.const(k >> 1 & 1)}  # fmt: skip
+            for i in range(5):
+                ak = ak.substitute(f"sup{i}", lane_src[i])
+            ak = ak + Poly.sym("tx0").scale(4) + Poly.sym("tx1").scale(8)
+            self.smem_store("st", int_node(ak), self.val(r), pred, 4)
         return None
 
     # ---- exchanges -----------------------------------------------------------------------
@@ -784,6 +860,184 @@ class PTXWalk(Walk):
         for idx, r in enumerate(dregs):
             self.write(ins, r, Node("mma", (sig, idx), (olds[idx], a_node, b_node, TRUE)))
         return None
+
+
+    # ---- store-to-load forwarding (forward.py) -------------------------------------------------
+    def _fwd_generation(self) -> tuple[list[SmemEntry], dict[int, tuple[int, int, int]]] | None:
+        """The latest barrier generation's stores and the byte map {address - smem: (store,
+        writer thread, byte)}, when forwarding may read through them (see forward.py)."""
+        key = (id(self.smem), len(self.smem), self.bars)
+        c = self._fwd_cache
+        if c is not None and c[0] == key:
+            return c[1]
+        res = self._fwd_generation_uncached()
+        self._fwd_cache = (key, res, self.smem)
+        return res
+
+    def _fwd_generation_uncached(self) -> tuple[list[SmemEntry], dict[int, tuple[int, int, int]]] | None:
+        ntid = self.ntid
+        if (
+            self.smem_decls != 1
+            or ntid is None
+            or ntid[1] != 1
+            or ntid[2] != 1
+            or ntid[0] & (ntid[0] - 1)
+            or ntid[0] < 32
+            or self.other_async
+            or self.bars < 1
+            or not self.bar_clean[self.bars - 1]
+        ):
+            return None
+        gen = [e for e in self.smem if e.bar == self.bars - 1]
+        if not gen or any(e.bar > self.bars - 1 for e in self.smem):
+            return None
+        n = ntid[0].bit_length() - 1
+        bits = [f"tx{i}" for i in range(n)]
+        smem = Poly.sym("smem")
+        offs = []
+        for e in gen:
+            if e.kind != "st" or e.addr.poly is None or e.nbytes not in (1, 2, 4, 8, 16):
+                return None
+            rel = e.addr.poly - smem
+            if any(s not in bits for s in rel.symbols()):
+                return None
+            offs.append(rel)
+        bmap: dict[int, tuple[int, int, int]] = {}
+        vals = [fwd.eval_all(rel, n) for rel in offs]
+        preds = []
+        for e in gen:
+            if e.pred is None:
+                preds.append(None)
+                continue
+            tv = fwd.truth_all(e.pred, n)
+            if tv is None:
+                return None
+            preds.append(tv)
+        for t in range(ntid[0]):
+            for j, e in enumerate(gen):
+                pv = preds[j]
+                if pv is not None and not pv[t]:
+                    continue
+                base = vals[j][t]
+                for b in range(e.nbytes):
+                    if base + b in bmap:
+                        return None  # two writers of one byte
+                    bmap[base + b] = (j, t, b)
+        return gen, bmap
+
+    def _fwd_setup(
+        self, a: Poly
+    ) -> tuple[list[SmemEntry], dict[int, tuple[int, int, int]], int, list[str], Poly] | None:
+        """(generation, byte map, thread-id bits, their names, address relative to the shared
+        array) for a forwarded shared read, or None when the address is not a function of tid.x."""
+        g = self._fwd_generation()
+        if g is None:
+            return None
+        gen, bmap = g
+        ntid = self.ntid
+        assert ntid is not None
+        n = ntid[0].bit_length() - 1
+        bits = [f"tx{i}" for i in range(n)]
+        rel = a - Poly.sym("smem")
+        if any(s not in bits for s in rel.symbols()):
+            return None
+        return gen, bmap, n, bits, rel
+
+    def forward_ldmatrix(self, a: Poly, parts: list[str], nregs: int) -> list[Node] | None:
+        """ldmatrix .m8n8 .b16 (not transposed): register k of lane i holds the 4 bytes at
+        row address (lane 8k + i/4) + 4 (i mod 4), forwarded from the store that wrote them."""
+        if "trans" in parts or "m8n8" not in parts or "b16" not in parts or "shared" not in parts:
+            return None
+        if nregs not in (1, 2, 4) or f"x{nregs}" not in parts:
+            return None
+        setup = self._fwd_setup(a)
+        if setup is None:
+            return None
+        gen, bmap, n, bits, rel = setup
+        ntid = self.ntid
+        assert ntid is not None
+        out = []
+        for k in range(nregs):
+            addrs = []
+            rvals = fwd.eval_all(rel, n)
+            for x in range(ntid[0]):
+                lane = x & 31
+                addrs.append(rvals[(x & ~31) | (8 * k + (lane >> 2))] + 4 * (lane & 3))
+            v = self._fwd_read(gen, bmap, addrs, 4)
+            if v is None:
+                return None
+            out.append(v)
+        self.fwd_bar = self.bars
+        return out
+
+
+    def _fwd_envs(self, n: int) -> list[dict[str, int]]:
+        c = self._fwd_env_cache
+        if c is None or len(c) != 1 << n:
+            c = self._fwd_env_cache = [{f"tx{i}": (t >> i) & 1 for i in range(n)} for t in range(1 << n)]
+        return c
+
+    def _fwd_read(
+        self, gen: list[SmemEntry], bmap: dict[int, tuple[int, int, int]], addrs: list[int], nbytes: int
+    ) -> Node | None:
+        """The value reader x sees at addrs[x] (nbytes), over the reader's thread bits: one store
+        of that size, or whole equal-sized stores concatenated (lowest address first)."""
+        n = len(addrs).bit_length() - 1
+        envs_by_t = self._fwd_envs(n)
+        bits = [f"tx{i}" for i in range(n)]
+        memo = self._fwd_memo
+        trees: list[Node] = []
+        envs: list[dict[str, int]] = []
+        empty: dict[str, int] = {}
+        conc: dict[tuple[int, int], Node] = {}
+        for addr in addrs:
+            hit = bmap.get(addr)
+            if hit is None or hit[2] != 0:
+                return None
+            j, t, _ = hit
+            e = gen[j]
+            if not fwd.renamable(e.value, memo):
+                return None
+            if e.nbytes == nbytes:
+                trees.append(e.value)
+                envs.append(envs_by_t[t])
+                continue
+            w = e.nbytes
+            if w > nbytes or nbytes % w:
+                return None
+            pieces = []
+            for off in range(0, nbytes, w):
+                h = bmap.get(addr + off)
+                if h is None or h[2] != 0 or gen[h[0]].nbytes != w:
+                    return None
+                v = gen[h[0]].value
+                if not fwd.renamable(v, memo):
+                    return None
+                c = conc.get((h[0], h[1]))
+                if c is None:
+                    c = conc[(h[0], h[1])] = fwd.concretize(v, envs_by_t[h[1]], {})
+                pieces.append(c)
+            trees.append(mk_pack(pieces, 8 * w))
+            envs.append(empty)
+        return fwd.interpolate(trees, envs, bits, {})
+
+    def forward_ld(self, a: Poly, nbytes: int, count: int) -> list[Node] | None:
+        """ld.shared of ``count`` registers of ``nbytes`` from this thread's own address."""
+        setup = self._fwd_setup(a)
+        if setup is None:
+            return None
+        gen, bmap, n, bits, rel = setup
+        ntid = self.ntid
+        assert ntid is not None
+        base = fwd.eval_all(rel, n)
+        out = []
+        for k in range(count):
+            v = self._fwd_read(gen, bmap, [b + k * nbytes for b in base], nbytes)
+            if v is None:
+                return None
+            out.append(v)
+        self.fwd_bar = self.bars
+        return out
 
 
 def _restrict_by_bound(a: Poly, p: Node) -> Poly:

@@ -1,0 +1,405 @@
+"""Exact thread-bit arithmetic and store-to-load forwarding through shared memory (session 5).
+
+Two pieces, both proofs by enumeration over the block's thread ids (a launch bound of 2^n
+threads in x makes ``%tid.x`` the n bits ``tx0 .. tx{n-1}``):
+
+* ``bit_op``: an integer operation (xor, and, or, bfe) whose operands are functions of thread
+  bits only is evaluated on every assignment of those bits; the result is the unique multilinear
+  polynomial through those values (Moebius transform). This is exact where the walk used to
+  make an opaque token of an xor swizzle.
+
+* forwarding (``PTXWalk.forward_ldmatrix`` / ``forward_ld``, helpers here): a shared-memory
+  read (``ldmatrix`` .m8n8 .b16, not transposed, or ``ld.shared``) after a block-wide barrier is
+  replaced by the value the one writer of its slot stored (``stmatrix`` is modelled as the
+  4-byte stores it makes), with the writer's thread bits expressed in the reader's. Sound
+  only when every condition below holds (any doubt: no forwarding, the read stays an exchange
+  node over the whole history):
+  - the read is outside loops, unpredicated, on no branch;
+  - the stores of the latest barrier generation ("G": after the last-but-one block-wide barrier,
+    before the last one) are plain value stores outside loops, each predicate decided per
+    thread; no store since the last barrier; every copy-engine write issued before G was
+    waited for (``cp.async.wait_group 0`` / ``wait_all``) before G's barrier; no unmodelled
+    shared-memory write anywhere; one shared-memory window in the module;
+  - every byte the block reads is written by exactly one (store, thread) of G, the four bytes of
+    a read by one 4-byte store: G is then the latest write of every slot read, and what came
+    before (operand staging, whatever the pipeline depth) cannot be seen;
+  - the stored trees use only nodes with explicit, thread-relative semantics (no exchanges, no
+    opaque tokens, no loop state) so that renaming thread bits in them is their value at the
+    writer; int leaves are interpolated over the reader's bits exactly;
+  - no shared store follows a forwarded read before the next barrier (checked at the end of the
+    walk: ``Unsupported`` otherwise).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from fixbits.checker.forms import Poly, is_bit_symbol
+from fixbits.checker.node import COMMUTATIVE, COMMUTATIVE_PREFIX2, Node, int_node
+
+MAX_BITS = 10
+
+# node kinds whose meaning at a thread is a function of their children alone
+_RENAMABLE = frozenset({
+    "add", "sub", "mul", "fma", "max", "min", "neg", "abs", "fabs", "cvt", "pack", "slice", "masked",
+    "select", "cmp", "and", "not", "or", "load", "mmafold", "true", "ex2", "lg2", "sqrt", "rsqrt",
+    "rcp", "div", "const", "bits", "relu", "f",
+})  # fmt: skip
+_INVARIANT_PREFIXES = ("p:", "ctaid.", "nctaid.", "Ti:")
+
+# opaque "Tv:" tokens made of block-level inputs only (block coordinates, parameters): the same
+# in every thread of one block, so a writer's token is the reader's. Names are digests of the
+# expression, so the set is valid across files.
+_BLOCK_TOKENS: set[str] = set()
+
+
+def block_level(p: Poly) -> bool:
+    """True when ``p`` has one value in every thread of a block (no thread bit, data or state)."""
+    return all(s.startswith(_INVARIANT_PREFIXES) or s in _BLOCK_TOKENS for s in p.symbols())
+
+
+def note_block_token(p: Poly) -> None:
+    if len(_BLOCK_TOKENS) > 200_000:
+        _BLOCK_TOKENS.clear()
+    for s in p.symbols():
+        _BLOCK_TOKENS.add(s)
+
+
+def _eval(p: Poly, env: dict[str, int]) -> int:
+    tot = 0
+    for m, c in p.terms.items():
+        v = c
+        for s in m:
+            v *= env[s]
+            if not v:
+                break
+        tot += v
+    return tot
+
+
+_EVAL_ALL: dict[tuple, list[int]] = {}
+
+
+def eval_all(p: Poly, n: int) -> list[int]:
+    """``p`` (a form over tx0 .. tx{n-1} only) at every thread id of a block of 2^n threads."""
+    key = (p.key(), n)
+    got = _EVAL_ALL.get(key)
+    if got is None:
+        size = 1 << n
+        out = [0] * size
+        for m, c in p.terms.items():
+            mask = 0
+            for s in m:
+                mask |= 1 << int(s[2:])
+            for t in range(size):
+                if t & mask == mask:
+                    out[t] += c
+        if len(_EVAL_ALL) > 50_000:
+            _EVAL_ALL.clear()
+        got = _EVAL_ALL[key] = out
+    return got
+
+
+def _bitsyms(polys: list[Poly]) -> list[str] | None:
+    syms: set[str] = set()
+    for p in polys:
+        for s in p.symbols():
+            if not is_bit_symbol(s):
+                return None
+            syms.add(s)
+    if len(syms) > MAX_BITS:
+        return None
+    return sorted(syms)
+
+
+def moebius(syms: list[str], vals: list[Poly]) -> Poly:
+    """The multilinear polynomial over ``syms`` that takes vals[x] at assignment x (bit i of x is
+    syms[i]); the values may themselves be polynomials in other symbols (transformed one
+    monomial at a time)."""
+    n = len(syms)
+    size = len(vals)
+    cols: dict[tuple[str, ...], list[int]] = {}
+    for x, v in enumerate(vals):
+        for m, c in v.terms.items():
+            col = cols.get(m)
+            if col is None:
+                col = cols[m] = [0] * size
+            col[x] = c
+    out: dict[tuple[str, ...], int] = {}
+    for m, f in cols.items():
+        # the usual case, an affine function of the bits: its form, checked at every point
+        d = [f[1 << i] - f[0] for i in range(n)] if size == 1 << n else []
+        if d:
+            pred = [0] * size
+            pred[0] = f[0]
+            ok = True
+            for x in range(1, size):
+                low = x & -x
+                pred[x] = pred[x ^ low] + d[low.bit_length() - 1]
+                if pred[x] != f[x]:
+                    ok = False
+                    break
+            if ok:
+                for x, c in ((0, f[0]),) + tuple((1 << i, d[i]) for i in range(n)):
+                    if c:
+                        k = tuple(sorted(m + ((syms[x.bit_length() - 1],) if x else ())))
+                        out[k] = out.get(k, 0) + c
+                continue
+        for i in range(n):
+            b = 1 << i
+            for x in range(size):
+                if x & b:
+                    f[x] -= f[x ^ b]
+        for x, c in enumerate(f):
+            if c:
+                k = tuple(sorted(m + tuple(syms[i] for i in range(n) if x >> i & 1)))
+                out[k] = out.get(k, 0) + c
+    return Poly(out)
+
+
+def _partial(p: Poly, env: dict[str, int]) -> Poly:
+    """``p`` with the thread bits of ``env`` fixed (other symbols kept)."""
+    out: dict[tuple[str, ...], int] = {}
+    for m, c in p.terms.items():
+        rest = []
+        for s in m:
+            v = env.get(s)
+            if v is None:
+                rest.append(s)
+            elif not v:
+                c = 0
+                break
+        if c:
+            k = tuple(rest)
+            out[k] = out.get(k, 0) + c
+    return Poly(out)
+
+
+def _eval_on(p: Poly, syms: list[str]) -> list[int]:
+    """``p`` (a form over ``syms`` only) at every assignment (bit i of the index is syms[i])."""
+    pos = {s: i for i, s in enumerate(syms)}
+    size = 1 << len(syms)
+    out = [0] * size
+    for m, c in p.terms.items():
+        mask = 0
+        for s in m:
+            mask |= 1 << pos[s]
+        if not mask:
+            out = [v + c for v in out]
+            continue
+        for t in range(size):
+            if t & mask == mask:
+                out[t] += c
+    return out
+
+
+def bit_op(op: str, args: list[Poly], signed: bool = False) -> Poly | None:
+    """xor / and / or (any sign, result in [0, 2^31)) or bfe (u: operand non-negative; s: sign
+    extension) of functions of thread bits, exactly; None when out of scope."""
+    syms = _bitsyms(args)
+    if syms is None or not syms:
+        return None
+    cols = [_eval_on(p, syms) for p in args]
+    vals = []
+    for a in zip(*cols, strict=True):
+        if op in ("xor", "and", "or"):
+            r = a[0]
+            for v in a[1:]:
+                r = r ^ v if op == "xor" else (r & v if op == "and" else r | v)
+            if not 0 <= r < 1 << 31:
+                return None
+        elif op == "bfe":
+            v, pos, ln = a
+            if not (0 <= v < 1 << 31 and 0 <= pos < 32 and 0 < ln <= 32):
+                return None
+            r = (v >> pos) & ((1 << ln) - 1)
+            if signed and r >> (ln - 1) & 1:
+                r -= 1 << ln
+        else:
+            return None
+        vals.append(Poly.const(r))
+    return moebius(syms, vals)
+
+
+# ---- forwarding ------------------------------------------------------------------------------
+
+
+_TRUTH_ALL: dict[tuple[bytes, int], list[bool] | None] = {}
+
+
+def truth_all(pred: Node, n: int) -> list[bool] | None:
+    """``truth`` at every thread id of a block of 2^n threads, or None when it is not decided
+    at some thread (cached per predicate)."""
+    key = (pred.digest, n)
+    if key in _TRUTH_ALL:
+        return _TRUTH_ALL[key]
+    size = 1 << n
+    res: list[bool] | None = None
+    if pred.kind == "true":
+        res = [True] * size
+    elif pred.kind == "not":
+        t = truth_all(pred.kids[0], n)
+        res = None if t is None else [not v for v in t]
+    elif pred.kind in ("and", "or"):
+        ts = [truth_all(k, n) for k in pred.kids]
+        if all(t is not None for t in ts):
+            f = all if pred.kind == "and" else any
+            res = [f(t[x] for t in ts) for x in range(size)]  # type: ignore[index]
+    elif pred.kind == "cmp" and len(pred.kids) == 2 and pred.attrs[1] in ("s", "u"):
+        a, b = pred.kids
+        ok = a.poly is not None and b.poly is not None and b.poly.is_const() and b.poly.const_value() == 0
+        if ok and all(is_bit_symbol(s) and int(s[2:]) < n and s[:2] == "tx" for s in a.poly.symbols()):  # type: ignore[union-attr]
+            vals = eval_all(a.poly, n)  # type: ignore[arg-type]
+            if pred.attrs[0] == "le":
+                res = [v <= 0 for v in vals]
+            elif pred.attrs[0] == "eq":
+                res = [v == 0 for v in vals]
+    if len(_TRUTH_ALL) > 50_000:
+        _TRUTH_ALL.clear()
+    _TRUTH_ALL[key] = res
+    return res
+
+
+def renamable(n: Node, memo: dict[bytes, bool]) -> bool:
+    got = memo.get(n.digest)
+    if got is not None:
+        return got
+    if n.poly is not None:
+        res = all(is_bit_symbol(s) or s.startswith(_INVARIANT_PREFIXES) or s in _BLOCK_TOKENS
+                  for s in n.poly.symbols())
+    elif n.kind == "load":
+        res = n.attrs[0] == "global" and all(renamable(k, memo) for k in n.kids)
+    elif n.kind in _RENAMABLE or (n.kind not in ("undef",) and not n.kids and n.kind in ("f", "const")):
+        res = all(renamable(k, memo) for k in n.kids)
+    else:
+        res = False
+    memo[n.digest] = res
+    return res
+
+
+def interpolate(
+    trees: list[Node], envs: list[dict[str, int]], rsyms: list[str], memo: dict
+) -> Node | None:
+    """One tree over the reader's bits: trees[x] (a writer's tree, its bits fixed by envs[x]) at
+    reader assignment x. The trees must agree except in int leaves, which are interpolated
+    (commutative operands are lined up by shape first: any order is the same value)."""
+    uniq: dict[bytes, int] = {}
+    nodes: list[Node] = []
+    idx = []
+    for t in trees:
+        k = uniq.get(t.digest)
+        if k is None:
+            k = uniq[t.digest] = len(nodes)
+            nodes.append(t)
+        idx.append(k)
+    return _interp(nodes, idx, envs, rsyms, {})
+
+
+def _interp(
+    nodes: list[Node], idx: list[int], envs: list[dict[str, int]], rsyms: list[str], memo: dict
+) -> Node | None:
+    first = nodes[0]
+    if first.poly is not None:
+        if any(t.poly is None for t in nodes):
+            return None
+        seen: dict[tuple[int, int], Poly] = {}
+        vals = []
+        for u, env in zip(idx, envs, strict=True):
+            key = (u, id(env))
+            got = seen.get(key)
+            if got is None:
+                got = seen[key] = _partial(nodes[u].poly, env)  # type: ignore[arg-type]
+            vals.append(got)
+        return int_node(moebius(rsyms, vals))
+    if len(nodes) == 1 and not first.variant and not _has_bits(first):
+        return first
+    for t in nodes:
+        if t.kind != first.kind or t.attrs != first.attrs or len(t.kids) != len(first.kids):
+            return None
+    kidlists = [list(t.kids) for t in nodes]
+    nc = len(first.kids) if first.kind in COMMUTATIVE else (2 if first.kind in COMMUTATIVE_PREFIX2 else 0)
+    if nc >= 2 and len(nodes) > 1:
+        want = sorted(range(nc), key=lambda i: _shape(first.kids[i]))
+        ref = [_shape(first.kids[i]) for i in want]
+        for kl in kidlists:
+            mine = sorted(kl[:nc], key=_shape)
+            if [_shape(k) for k in mine] != ref:
+                return None
+            for pos, k in zip(want, mine, strict=True):
+                kl[pos] = k
+    kids = []
+    for i in range(len(first.kids)):
+        uniq: dict[bytes, int] = {}
+        sub: list[Node] = []
+        remap = []
+        for kl in kidlists:
+            k = kl[i]
+            j = uniq.get(k.digest)
+            if j is None:
+                j = uniq[k.digest] = len(sub)
+                sub.append(k)
+            remap.append(j)
+        sidx = [remap[u] for u in idx]
+        key = (tuple(uniq), tuple(sidx))
+        got = memo.get(key)
+        if got is None:
+            got = _interp(sub, sidx, envs, rsyms, memo)
+            if got is None:
+                return None
+            memo[key] = got
+        kids.append(got)
+    return Node(first.kind, first.attrs, tuple(kids))
+
+
+_HASBITS: dict[bytes, bool] = {}
+
+
+def _has_bits(n: Node) -> bool:
+    """True when a thread bit symbol occurs in ``n`` (a writer-relative tree to rename)."""
+    got = _HASBITS.get(n.digest)
+    if got is None:
+        if n.poly is not None:
+            got = any(is_bit_symbol(s) for s in n.poly.symbols())
+        else:
+            got = any(_has_bits(k) for k in n.kids)
+        if len(_HASBITS) > 500_000:
+            _HASBITS.clear()
+        _HASBITS[n.digest] = got
+    return got
+
+
+def concretize(n: Node, env: dict[str, int], memo: dict[bytes, Node]) -> Node:
+    """``n`` at one writer thread: its thread bits fixed to ``env`` (a renamable tree)."""
+    got = memo.get(n.digest)
+    if got is not None:
+        return got
+    if n.poly is not None:
+        out = int_node(_partial(n.poly, env)) if any(is_bit_symbol(s) for s in n.poly.symbols()) else n
+    elif not n.variant and not n.kids:
+        out = n
+    else:
+        out = Node(n.kind, n.attrs, tuple(concretize(k, env, memo) for k in n.kids))
+    memo[n.digest] = out
+    return out
+
+
+_SHAPES: dict[bytes, str] = {}
+
+
+def _shape(n: Node) -> str:
+    """A digest of ``n`` with its integer leaves blanked (what interpolation may change)."""
+    got = _SHAPES.get(n.digest)
+    if got is None:
+        if n.poly is not None:
+            got = "int"
+        else:
+            ks = [_shape(k) for k in n.kids]
+            nc = len(ks) if n.kind in COMMUTATIVE else (2 if n.kind in COMMUTATIVE_PREFIX2 else 0)
+            ks[:nc] = sorted(ks[:nc])
+            inner = ",".join(ks)
+
+            got = hashlib.blake2b(repr((n.kind, n.attrs, inner)).encode(), digest_size=8).hexdigest()
+        if len(_SHAPES) > 500_000:
+            _SHAPES.clear()
+        _SHAPES[n.digest] = got
+    return got

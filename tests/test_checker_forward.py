@@ -1,0 +1,168 @@
+"""Store-to-load forwarding through shared memory (fixbits/checker/forward.py): an ldmatrix read
+after a barrier takes the value its one writer stored, so what earlier generations staged in
+shared memory (the K-loop's operand staging, whose shape is the pipeline depth) no longer parts
+two kernels; a read that sees other data, or a slot the last generation did not write, stays apart."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixbits.checker.api import certified_equal, signature
+from fixbits.checker.forms import Poly
+from fixbits.checker.forward import bit_op
+
+pytestmark = pytest.mark.unit
+
+# one warp; thread t loads x[SRC(t)], adds 1 and stores it as word DST(t) of shared memory; after
+# a barrier ldmatrix.x1 gives lane i word i (row i/4 from lane i/4's row address 16*(i/4)) and
+# lane i writes it to out[i]. STAGE is what an earlier generation put in shared memory.
+KERNEL = """.version 8.0
+.target sm_90
+.address_size 64
+.extern .shared .align 16 .b8 global_smem[];
+.visible .entry k(.param .u64 k_param_0, .param .u64 k_param_1)
+.reqntid 32, 1, 1
+{
+\t.reg .pred %p<4>;
+\t.reg .b32 %r<40>;
+\t.reg .b64 %rd<20>;
+\tld.param.u64 %rd1, [k_param_0];
+\tld.param.u64 %rd2, [k_param_1];
+\tmov.u32 %r1, %tid.x;
+\tmov.b32 %r30, global_smem;
+STAGE
+\tSRC
+\tmul.wide.u32 %rd3, %r2, 4;
+\tadd.s64 %rd4, %rd1, %rd3;
+\tld.global.b32 %r4, [%rd4];
+\tadd.f32 %r5, %r4, 0f3F800000;
+\tDST
+\tshl.b32 %r7, %r6, 2;
+\tadd.s32 %r8, %r30, %r7;
+\tPRED st.shared.b32 [%r8], %r5;
+\tbar.sync 0;
+\tshl.b32 %r9, %r1, 4;
+\tadd.s32 %r10, %r30, %r9;
+\tldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r11}, [%r10];
+\tmul.wide.u32 %rd5, %r1, 4;
+\tadd.s64 %rd6, %rd2, %rd5;
+\tst.global.b32 [%rd6], %r11;
+\tret;
+}
+"""
+IDENT_SRC = "mov.b32 %r2, %r1;"
+IDENT_DST = "mov.b32 %r6, %r1;"
+SWZ_SRC = "xor.b32 %r2, %r1, 5;"
+SWZ_DST = "xor.b32 %r6, %r1, 5;"
+STAGE_ONE = """\tmul.wide.u32 %rd10, %r1, 4;
+\tadd.s64 %rd11, %rd1, %rd10;
+\tld.global.b32 %r20, [%rd11];
+\tshl.b32 %r21, %r1, 2;
+\tadd.s32 %r22, %r30, %r21;
+\tst.shared.b32 [%r22], %r20;
+\tbar.sync 0;"""
+STAGE_TWO = STAGE_ONE + """
+\tst.shared.b32 [%r22+128], %r20;
+\tcp.async.ca.shared.global [%r22+256], [%rd11], 4;
+\tcp.async.wait_group 0;
+\tbar.sync 0;"""
+
+
+def kernel(src: str, dst: str, stage: str = "", pred: str = "") -> str:
+    return KERNEL.replace("STAGE", stage).replace("SRC", src).replace("DST", dst).replace("PRED", pred)
+
+
+def eq(a: str, b: str) -> bool:
+    sa, sb = signature(a, "ptx"), signature(b, "ptx")
+    assert sa.fallback is None and sb.fallback is None, (sa.fallback, sb.fallback)
+    return certified_equal(sa, sb)
+
+
+def test_xor_of_thread_bits_is_exact():
+    a = Poly.bits("tx", 3)
+    r = bit_op("xor", [a, Poly.const(5)])
+    assert r is not None
+    for t in range(8):
+        env = {f"tx{i}": t >> i & 1 for i in range(3)}
+        v = sum(c * (1 if not m else __import__("math").prod(env[s] for s in m)) for m, c in r.terms.items())
+        assert v == t ^ 5
+
+
+def test_swizzled_layout_forwards_to_the_same_value():
+    plain = kernel(IDENT_SRC, IDENT_DST)
+    assert eq(plain, kernel(SWZ_SRC, SWZ_DST))
+
+
+def test_earlier_generations_do_not_part_when_every_read_slot_is_rewritten():
+    plain = kernel(IDENT_SRC, IDENT_DST)
+    assert eq(plain, kernel(IDENT_SRC, IDENT_DST, STAGE_ONE))
+    assert eq(kernel(IDENT_SRC, IDENT_DST, STAGE_ONE), kernel(IDENT_SRC, IDENT_DST, STAGE_TWO))
+
+
+def test_other_data_in_the_slot_stays_apart():
+    # the writer of word i loaded x[i], but the slot read is word i^5: out[i] = x[i^5] + 1
+    assert not eq(kernel(IDENT_SRC, IDENT_DST), kernel(IDENT_SRC, SWZ_DST))
+    assert not eq(kernel(IDENT_SRC, IDENT_DST, STAGE_ONE), kernel(IDENT_SRC, SWZ_DST, STAGE_ONE))
+
+
+def test_slot_not_rewritten_reads_the_staged_value_and_stays_apart():
+    # only lanes below 16 store: words 16..31 still hold what the staging generation wrote
+    half = "setp.lt.u32 %p1, %r1, 16;\n\t@%p1"
+    a = kernel(IDENT_SRC, IDENT_DST, STAGE_ONE, half)
+    b = kernel(IDENT_SRC, IDENT_DST, STAGE_TWO, half)
+    assert not eq(a, b)
+    assert not eq(a, kernel(IDENT_SRC, IDENT_DST, STAGE_ONE))
+
+
+def test_copy_not_waited_for_keeps_the_history():
+    # a cp.async not waited for may land after the barrier: no forwarding, the staging counts
+    nowait = STAGE_TWO.replace("\tcp.async.wait_group 0;\n", "")
+    assert not eq(kernel(IDENT_SRC, IDENT_DST, nowait), kernel(IDENT_SRC, IDENT_DST, STAGE_ONE))
+
+
+DIRECT = KERNEL.replace("STAGE", "").replace("SRC", IDENT_SRC).replace("DST", IDENT_DST).replace("PRED", "")
+DIRECT = DIRECT.replace(
+    "\tldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r11}, [%r10];", "\tmov.b32 %r11, %r5;"
+).replace("\tPRED st.shared.b32 [%r8], %r5;\n\tbar.sync 0;\n", "")
+# stmatrix.x1: lane i's register goes to row i/4 (address from lane i/4), byte 4 (i mod 4)
+ST_ROUNDTRIP = kernel(IDENT_SRC, IDENT_DST, pred="#").replace(
+    "\t# st.shared.b32 [%r8], %r5;", "\tshl.b32 %r12, %r1, 4;\n\tadd.s32 %r13, %r30, %r12;\n"
+    "\tstmatrix.sync.aligned.m8n8.x1.shared.b16 [%r13], {%r5};"
+)
+
+
+def test_stmatrix_then_ldmatrix_is_the_direct_value():
+    assert "stmatrix" in ST_ROUNDTRIP and "ldmatrix" not in DIRECT
+    assert eq(ST_ROUNDTRIP, DIRECT)
+    assert eq(kernel(SWZ_SRC, SWZ_DST, STAGE_TWO), DIRECT)
+
+
+def test_stmatrix_rows_swapped_stays_apart():
+    # rows written at address (lane ^ 1) * 16: lane i reads what lane i ^ 4 stored
+    assert "\tshl.b32 %r12, %r1, 4;" in ST_ROUNDTRIP
+    swapped = ST_ROUNDTRIP.replace("\tshl.b32 %r12, %r1, 4;", "\txor.b32 %r14, %r1, 1;\n\tshl.b32 %r12, %r14, 4;")
+    assert not eq(swapped, DIRECT)
+
+
+
+def test_interpolation_takes_every_value_it_was_given():
+    import random
+
+    from fixbits.checker.forward import moebius
+
+    rng = random.Random(0)
+    for _ in range(200):
+        n = rng.randint(1, 5)
+        syms = [f"tx{i}" for i in range(n)]
+        if rng.random() < 0.5:  # affine (the fast path) or anything
+            c = [rng.randint(-5, 5) for _ in range(n + 1)]
+            vals = [Poly.const(c[0] + sum(c[i + 1] * (x >> i & 1) for i in range(n))) for x in range(1 << n)]
+        else:
+            vals = [Poly.const(rng.randint(-9, 9)) + Poly.sym("p:1").scale(rng.randint(0, 2)) for _ in range(1 << n)]
+        m = moebius(syms, vals)
+        for x in range(1 << n):
+            at = Poly({})
+            for mono, cf in m.terms.items():
+                if all(x >> int(s[2:]) & 1 for s in mono if s.startswith("tx")):
+                    at = at + Poly({tuple(s for s in mono if not s.startswith("tx")): cf})
+            assert at == vals[x]
