@@ -158,7 +158,7 @@ def apply(path: Path) -> None:
             continue
         pr = profs[(r["dtype"], r["out_dtype"])]
         sel = ", ".join("x".join(map(str, s)) for s in r["selection"])
-        note = (f"predicted offline from known descriptors; selected on {sel}; verified on "
+        note = (f"predicted from known descriptors (offline, CPU); selected on {sel}; verified on "
                 f"{len(r['held_out'])} held-out shapes against the H200's recorded cuBLAS cells (run s5)")
         first = r["selection"][0]
         pr.entries[r["key"]] = ProfileEntry(r["key"], GEMMDesc.from_dict(r["desc"]), tuple(first),
