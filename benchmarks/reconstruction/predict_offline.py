@@ -33,10 +33,10 @@ TWIN = {"fp16": "bf16", "bf16": "fp16"}
 
 
 def _profiles() -> dict[tuple[str, str], Any]:
-    from fixbits.probe.profile import PROFILE_DIR, load
+    from fixbits.probe.profile import available, load
 
     out = {}
-    for p in sorted(PROFILE_DIR.glob("sm_90_*.yaml")):
+    for p in available():
         pr = load(p)
         out[(pr.dtype, pr.out_dtype)] = pr
     return out

@@ -155,6 +155,25 @@ def epilogue_args(
     return EpilogueArgs(plan=plan, bias=bias, residual=residual, gate=gate)
 
 
+def epilogue_check(desc: GEMMDesc, m: int, n: int) -> Callable[[Any, Any, Any], None]:
+    """``check(bias, residual, gate)`` for a cached launcher: the shape tests the epilogue's plan
+    needs (a few attribute reads per call), epilogue_args' precise error when one fails."""
+    plan = _plan(desc.epilogue)
+    need_bias, need_res, need_gate = plan.needs_bias, plan.needs_residual, plan.needs_gate
+    mn, bias_shape = (m, n), (n,)
+
+    def check(bias: Any, residual: Any, gate: Any) -> None:
+        if (
+            (need_bias and (bias is None or bias.shape != bias_shape))
+            or (need_res and (residual is None or residual.shape != mn))
+            or (need_gate and (gate is None or gate.shape != mn))
+        ):
+            epilogue_args(desc, m, n, bias, residual, gate)  # raises the precise error
+            raise EpilogueError("epilogue tensors do not match the plan")
+
+    return check
+
+
 @functools.lru_cache(maxsize=1024)
 def _plan(ops: tuple[Any, ...]) -> EpiloguePlan:
     return plan_epilogue(ops)

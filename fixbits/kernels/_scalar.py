@@ -194,7 +194,7 @@ def scalar_nest_matmul(
         out = torch.empty((m, n), dtype=torch_dtype(desc.out_dtype), device=a.device)
     if not (m and n):
         return out
-    idx = device_table(("scalar_nest", desc, k), lambda: nest.index.reshape(-1), a.device)
+    idx = nest_table(nest, desc, a.device)
     bm, bn = tile or tile_for(nest.n_leaves, n, m)
     grid = (triton.cdiv(m, bm), triton.cdiv(n, bn))
     _scalar_nest_kernel[grid](
@@ -207,6 +207,12 @@ def scalar_nest_matmul(
         BLOCK_M=bm, BLOCK_N=bn, num_warps=num_warps, **LAUNCH_OPTS,
     )  # fmt: skip
     return out
+
+
+def nest_table(nest: ScalarNest, desc: GEMMDesc, device: Any) -> torch.Tensor:
+    """The nest's leaf index table on ``device`` (copied once per descriptor and K, shared by the
+    one-launch and the workspace kernels)."""
+    return device_table(("scalar_nest", desc, nest.k, nest.counts), lambda: nest.index.reshape(-1), device)
 
 
 def check_family(desc: GEMMDesc, families: tuple[str, ...]) -> None:

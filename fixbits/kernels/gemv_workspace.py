@@ -17,12 +17,18 @@ from fixbits.desc import GEMMDesc
 from fixbits.kernels._host import (
     LAUNCH_OPTS,
     check_operands,
-    device_table,
     epilogue_args,
     out_code,
     torch_dtype,
 )
-from fixbits.kernels._scalar import check_family, fold_nest, leaf_chains, merge_level, nest_constexprs
+from fixbits.kernels._scalar import (
+    check_family,
+    fold_nest,
+    leaf_chains,
+    merge_level,
+    nest_constexprs,
+    nest_table,
+)
 from fixbits.kernels.epilogue import OUT_CODES, epilogue_store, round_to
 from fixbits.kernels.plan import UnsupportedDesc, scalar_nest
 
@@ -125,7 +131,7 @@ def gemv_workspace_matmul(
         return out
     c0 = cx["C0"]
     ws = torch.empty((c0, m, n), dtype=torch_dtype(desc.partial_dtype), device=a.device)
-    idx = device_table(("scalar_nest", desc, k), lambda: nest.index.reshape(-1), a.device)
+    idx = nest_table(nest, desc, a.device)
     bm, bn = tile
     grid = (triton.cdiv(m, bm), triton.cdiv(n, bn), c0)
     _ws_part_kernel[grid](

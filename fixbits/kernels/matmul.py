@@ -40,6 +40,19 @@ def resolve_desc(m: int, n: int, k: int, in_dtype: str, out_dtype: str, device: 
     for; fixbits.matmul's kernels read any strides, but cuBLAS may pick another algorithm for
     a transposed B, so compare against cuBLAS with the same layout.
     """
+    lt, arch, profile = arch_profile(in_dtype, out_dtype, device)
+    try:
+        answer = lt.heuristic(m, n, k, in_dtype, out_dtype)
+    except Exception as exc:
+        raise MatmulUnavailable(
+            f"cuBLASLt heuristic failed for {m}x{n}x{k} {in_dtype}->{out_dtype}: {exc}"
+        ) from exc
+    return lookup_desc(profile, answer, m, n, k, in_dtype, out_dtype, arch)
+
+
+def arch_profile(in_dtype: str, out_dtype: str, device: Any) -> tuple[Any, str, Any]:
+    """(the cuBLASLt binding, the device's arch, its profile for this dtype pair), or
+    MatmulUnavailable naming what is missing."""
     if getattr(device, "type", str(device)) != "cuda":
         raise MatmulUnavailable(f"the profile route needs a CUDA device, got {device}; pass desc= explicitly")
     try:
@@ -49,26 +62,16 @@ def resolve_desc(m: int, n: int, k: int, in_dtype: str, out_dtype: str, device: 
         raise MatmulUnavailable(f"profile route not installed ({exc}); pass desc= explicitly") from exc
     arch = _arch_of(device)
     lt = _lt_instance(CublasLt)
-    try:
-        answer = lt.heuristic(m, n, k, in_dtype, out_dtype)
-    except Exception as exc:
-        raise MatmulUnavailable(
-            f"cuBLASLt heuristic failed for {m}x{n}x{k} {in_dtype}->{out_dtype}: {exc}"
-        ) from exc
     versions = _lt_versions(lt)
-    profile = None
     errors = []
     for version in versions:
         try:
-            profile = _load_profile(profiles, arch, str(version), in_dtype, out_dtype)
-            break
+            return lt, arch, _load_profile(profiles, arch, str(version), in_dtype, out_dtype)
         except Exception as exc:
             errors.append(str(exc))
-    if profile is None:
-        raise MatmulUnavailable(
-            f"no arch profile for {arch}, cuBLASLt {versions}, {in_dtype}->{out_dtype}: {errors[-1] if errors else ''}"
-        )
-    return lookup_desc(profile, answer, m, n, k, in_dtype, out_dtype, arch)
+    raise MatmulUnavailable(
+        f"no arch profile for {arch}, cuBLASLt {versions}, {in_dtype}->{out_dtype}: {errors[-1] if errors else ''}"
+    )
 
 
 _PROFILE_CACHE: dict[tuple[str, int], Any] = {}
@@ -244,23 +247,28 @@ def _launcher(
         config = best_config(tuned, m, n, k)
     if tuned is None:
         return lambda a, b, bias, residual, gate: fn(a, b, rdesc, bias=bias, residual=residual, gate=gate)
+    # steady-state launchers (everything but the tensors settled once): single-pass and split-K
     if rdesc.family in ("single_pass", "per_mma") and not rdesc.k_cuts:
-        from fixbits.kernels._host import check_operands, launcher_on_fewer_stages
         from fixbits.kernels.single_pass import tile_launcher
 
-        check_operands(rdesc, a, b)
-        sa, sb, dev = tuple(a.stride()), tuple(b.stride()), a.get_device()
-        return launcher_on_fewer_stages(lambda c: tile_launcher(rdesc, m, n, k, sa, sb, dev, c), config)
-    if rdesc.family == "splitk" and choose_kernel(rdesc, m, n).family == "splitk":
-        from fixbits.kernels._host import check_operands, launcher_on_fewer_stages
+        dev = a.get_device()
+
+        def build(sa: Any, sb: Any, c: Any) -> Any:
+            return tile_launcher(rdesc, m, n, k, sa, sb, dev, c)
+    elif tuned[0] == "splitk":  # the kernel _route chose (a workspace GEMV is not split-K)
         from fixbits.kernels.splitk import splitk_launcher
 
-        check_operands(rdesc, a, b)
-        sa, sb = tuple(a.stride()), tuple(b.stride())
-        return launcher_on_fewer_stages(lambda c: splitk_launcher(rdesc, m, n, k, sa, sb, c), config)
-    return lambda a, b, bias, residual, gate: fn(
-        a, b, rdesc, bias=bias, residual=residual, gate=gate, config=config
-    )
+        def build(sa: Any, sb: Any, c: Any) -> Any:
+            return splitk_launcher(rdesc, m, n, k, sa, sb, c)
+    else:
+        return lambda a, b, bias, residual, gate: fn(
+            a, b, rdesc, bias=bias, residual=residual, gate=gate, config=config
+        )
+    from fixbits.kernels._host import check_operands, launcher_on_fewer_stages
+
+    check_operands(rdesc, a, b)
+    sa, sb = tuple(a.stride()), tuple(b.stride())
+    return launcher_on_fewer_stages(lambda c: build(sa, sb, c), config)
 
 
 def _fallback(a: Any, b: Any, epilogue: Any, bias: Any, residual: Any, gate: Any, out_dtype: str | None,

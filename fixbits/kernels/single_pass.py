@@ -22,6 +22,7 @@ from fixbits.kernels._host import (
     check_config,
     check_operands,
     epilogue_args,
+    epilogue_check,
     fewer_stages_on_oom,
     fit_config,
     out_code,
@@ -294,7 +295,6 @@ def tile_launcher(
     import torch
 
     from fixbits.kernels._host import EP_BIAS, EP_RESIDUAL, _plan
-    from fixbits.kernels.epilogue import EpilogueError
 
     cfg = fit_config(desc, cfg)
     check_config(desc, cfg)
@@ -331,7 +331,7 @@ def tile_launcher(
     scales = plan.scales
     need_bias, need_res, need_gate = plan.needs_bias, plan.needs_residual, plan.needs_gate
     mn = (m, n)
-    bias_shape = (n,)
+    check_epilogue = epilogue_check(desc, m, n)
     empty = torch.empty
     # bias as a residual of C^T: bias[None, :].expand(m, n).t() has strides (1, 0)
     brs = (1, 0)
@@ -339,13 +339,7 @@ def tile_launcher(
         return lambda a, b, bias, residual, gate: empty(mn, dtype=odt, device=a.device)
 
     def launch(a: Any, b: Any, bias: Any, residual: Any, gate: Any) -> Any:
-        if (
-            (need_bias and (bias is None or bias.shape != bias_shape))
-            or (need_res and (residual is None or residual.shape != mn))
-            or (need_gate and (gate is None or gate.shape != mn))
-        ):
-            epilogue_args(desc, m, n, bias, residual, gate)  # raises the precise error
-            raise EpilogueError("epilogue tensors do not match the plan")
+        check_epilogue(bias, residual, gate)
         out = empty(mn, dtype=odt, device=a.device)
         if swap:
             # the kernel reads only pointers (strides are settled above), so the operands of

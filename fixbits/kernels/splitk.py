@@ -24,6 +24,7 @@ from fixbits.kernels._host import (
     check_operands,
     device_table,
     epilogue_args,
+    epilogue_check,
     fit_config,
     out_code,
     torch_dtype,
@@ -249,7 +250,6 @@ def splitk_launcher(
     import torch
 
     from fixbits.kernels._host import _plan
-    from fixbits.kernels.epilogue import EpilogueError
     from fixbits.kernels.launch import DirectLaunch
 
     cfg = fit_config(desc, cfg)
@@ -262,7 +262,7 @@ def splitk_launcher(
     ep = _plan(desc.epilogue)
     odt, pdt = torch_dtype(desc.out_dtype), torch_dtype(desc.partial_dtype)
     p = plan.n_parts
-    mn, pmn, bias_shape = (m, n), (p, m, n), (n,)
+    mn, pmn = (m, n), (p, m, n)
     if not (m and n):
         return lambda a, b, bias, residual, gate: torch.empty(mn, dtype=odt, device=a.device)
     (sam, sak), (sbk, sbn) = a_strides, b_strides
@@ -279,17 +279,12 @@ def splitk_launcher(
         BLOCK_M=MERGE_BLOCK_M, BLOCK_N=MERGE_BLOCK_N, num_warps=4, **LAUNCH_OPTS,
     ))  # fmt: skip
     need_bias, need_res, need_gate, scales = ep.needs_bias, ep.needs_residual, ep.needs_gate, ep.scales
+    check_epilogue = epilogue_check(desc, m, n)
     tables: list[Any] = []  # (runs, offsets) on the device of the first call
     empty = torch.empty
 
     def launch(a: Any, b: Any, bias: Any, residual: Any, gate: Any) -> Any:
-        if (
-            (need_bias and (bias is None or bias.shape != bias_shape))
-            or (need_res and (residual is None or residual.shape != mn))
-            or (need_gate and (gate is None or gate.shape != mn))
-        ):
-            epilogue_args(desc, m, n, bias, residual, gate)  # raises the precise error
-            raise EpilogueError("epilogue tensors do not match the plan")
+        check_epilogue(bias, residual, gate)
         if not tables or tables[2] != a.device:
             tables[:] = [device_table(("splitk_runs", desc, k), lambda: plan.tables()[0].reshape(-1), a.device),
                          device_table(("splitk_offs", desc, k), lambda: plan.tables()[1], a.device), a.device]

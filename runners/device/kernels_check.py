@@ -11,8 +11,8 @@ Sections (--sections, in this order by default):
     tiny inputs; fp16/bf16/fp8 in; fp32/fp16/bf16 out) and equals the CPU emulator on sampled
     outputs; the small first shape's outputs go to DIR/golden_kernels.yaml (fixbits.golden
     format: copy it to matrices/golden/ and tests/test_golden_replay.py replays it on CPU);
-(r) fixbits.matmul (heuristic -> profile -> kernel) against torch.mm on the realistic shapes,
-    when a profile exists.
+The profile route (fixbits.matmul against cuBLAS on realistic and fuzz shapes, every profiled
+dtype pair, 10 draws) is runners/device/matmul_check.py.
 Every case is caught on its own: a crash is reported and the rest go on. Summary table last.
 """
 
@@ -49,7 +49,7 @@ def left() -> float:
 
 SECTION_END = [float("inf")]
 MISMATCH: list = []
-SHARES = {"c": 1.0, "b": 0.2, "e": 0.4, "a": 0.5, "r": 1.0}  # of the budget left when a section starts
+SHARES = {"c": 1.0, "b": 0.2, "e": 0.4, "a": 0.5}  # of the budget left when a section starts
 
 
 def sec_left() -> float:
@@ -374,20 +374,6 @@ def _has_inputs() -> bool:
 
 
 # ----------------------------------------------------------------------------- (b)
-def realistic():
-    try:
-        from fixbits.shapes import realistic_shapes
-
-        return [
-            (s.m, s.n, s.k, s.layer, getattr(s, "epilogue", None)) for s in realistic_shapes()
-        ], "fixbits.shapes"
-    except Exception as exc:
-        print(f"[b] realistic shapes unavailable ({exc}); using a built-in list")
-        base = [(256, 4096, 4096), (16, 4096, 14336), (4096, 4096, 4096), (1, 4096, 4096), (8, 4096, 4096),
-                (2048, 4096, 14336), (64, 2048, 7168), (4096, 1536, 768), (1024, 2880, 2880), (16, 4096, 4096)]  # fmt: skip
-        return [(m, n, k, "builtin", None) for m, n, k in base], "builtin"
-
-
 def section_b(out_dir: Path) -> None:
 
     from fixbits.desc import GEMMDesc, KCut
@@ -509,69 +495,6 @@ def section_e(out_dir: Path) -> None:
         )
 
 
-R_DTYPES = ("fp16", "bf16", "fp8_e4m3")  # the in_dtypes matrices/profiles/ holds (-> fp32)
-
-
-def section_r(out_dir: Path) -> None:
-    """Realistic shapes through the profile route, for every input dtype with a profile: the
-    budget is split evenly between the dtypes; one INFO row per dtype with the counts and the
-    families the matched shapes ran (so every family a profile holds is exercised)."""
-    import torch
-
-    from fixbits.kernels._host import torch_dtype
-    from fixbits.kernels.matmul import MatmulUnavailable, cublas_matmul, matmul, resolve_desc
-
-    shapes, source = realistic()
-    if SMALL[0]:
-        shapes = []
-    section_end = SECTION_END[0]
-    for di, in_dtype in enumerate(R_DTYPES):
-        t_start = time.time()
-        dtype_end = t_start + (min(section_end, time.time() + left()) - t_start) / (len(R_DTYPES) - di)
-        n_ok = n_fail = n_unavail = 0
-        families: dict[str, int] = {}
-        unavailable_reason = None
-        for m, n, k, layer, _ep in shapes:
-            if time.time() > dtype_end - 3 or sec_left() < 5:
-                record(
-                    "r", f"realistic shapes {in_dtype}", "SKIP", why="budget", done=n_ok + n_fail + n_unavail
-                )
-                break
-            seed = (m * 7 + n * 13 + k) % (2**31)
-            try:
-                try:  # host-only: heuristic + profile lookup, before any operand is made
-                    desc = resolve_desc(m, n, k, in_dtype, "fp32", torch.device(DEVICE))
-                except MatmulUnavailable as exc:
-                    n_unavail += 1
-                    unavailable_reason = str(exc)[:300]
-                    continue
-                g = torch.Generator(device=DEVICE).manual_seed(seed)  # GPU draws: these operands are large
-                spread = 4 if in_dtype.startswith("fp8") else 8
-                a = torch.randn((m, k), device=DEVICE, generator=g)
-                a = a * torch.exp2(
-                    torch.randint(-spread, spread + 1, (m, k), device=DEVICE, generator=g).float()
-                )
-                b = torch.randn((k, n), device=DEVICE, generator=g)
-                b = b * torch.exp2(
-                    torch.randint(-spread, spread + 1, (k, n), device=DEVICE, generator=g).float()
-                )
-                a, b = a.to(torch_dtype(in_dtype)), b.to(torch_dtype(in_dtype))
-                ours = matmul(a, b, desc=desc)
-                ref = cublas_matmul(a, b, "fp32")
-                d = diff_info(ours, ref)
-                families[desc.family] = families.get(desc.family, 0) + 1
-                if d["ndiff"] == 0:
-                    n_ok += 1
-                else:
-                    n_fail += 1
-                    record("r", f"realistic {m}x{n}x{k} {in_dtype} {layer} desc={desc.short_hash} seed={seed}",
-                           "FAIL", family=desc.family, **d)  # fmt: skip
-            except Exception:
-                record("r", f"realistic {m}x{n}x{k} {in_dtype}", "ERROR", trace=traceback.format_exc())
-        record("r", f"realistic shapes ({source}) via profile, {in_dtype}->fp32", "INFO", match=n_ok,
-               mismatch=n_fail, unavailable=n_unavail, families=families, reason=unavailable_reason)  # fmt: skip
-
-
 # ----------------------------------------------------------------------------- (c)
 def section_c() -> None:
     from fixbits.desc import GEMMDesc, KCut
@@ -614,8 +537,8 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument(
         "--sections",
-        default="cbear",
-        help="c planted, b FINDINGS facts, a equivalence, e epilogues, r realistic",
+        default="cbea",
+        help="c planted, b FINDINGS facts, a equivalence, e epilogues (the profile route: matmul_check.py)",
     )
     ap.add_argument(
         "--device", default="cuda", help="cpu: a dry run under TRITON_INTERPRET=1 (no bits checked)"
@@ -659,7 +582,6 @@ def main() -> int:
                 "b": lambda: section_b(out),
                 "c": section_c,
                 "e": lambda: section_e(out),
-                "r": lambda: section_r(out),
             }[s]()
         except Exception:
             record(s, "section", "ERROR", trace=traceback.format_exc())

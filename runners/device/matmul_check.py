@@ -72,55 +72,44 @@ def case_seed(pair: str, m: int, n: int, k: int) -> int:
 
 
 def plan(pairs: list[tuple[str, str]], shapes: list[tuple[str, int, int, int, str]], log: Any) -> list[dict[str, Any]]:
-    """One row per (pair, shape): the heuristic's answer and the profile's descriptor or why none."""
+    """One row per (pair, shape): the heuristic's answer and the profile's descriptor or why none
+    (fixbits.matmul's own route: arch_profile, then lookup_desc on the answer)."""
     import torch
 
-    from fixbits.cublas.lt import CublasLt
-    from fixbits.kernels.matmul import MatmulUnavailable, _lt_instance, resolve_desc
+    from fixbits.kernels.matmul import MatmulUnavailable, arch_profile, lookup_desc
+    from fixbits.probe.profile import answer_key
     from fixbits.probe.sweep import _tail_loss
 
-    lt = _lt_instance(CublasLt)
     rows = []
     for dt, od in pairs:
         pair = f"{dt}->{od}"
         t = time.time()
+        try:
+            lt, arch, prof = arch_profile(dt, od, torch.device("cuda"))
+        except MatmulUnavailable as exc:
+            lt, arch, prof, why = None, "", None, str(exc)[:300]
         for which, m, n, k, layer in shapes:
             row: dict[str, Any] = {"pair": pair, "set": which, "m": m, "n": n, "k": k, "layer": layer,
                                    "seed": case_seed(pair, m, n, k), "_in": dt, "_out": od}
+            rows.append(row)
+            if prof is None:
+                row.update(outcome="not_in_profile", note=why)
+                continue
             try:
                 ans = lt.heuristic(m, n, k, dt, od)
                 row["answer"] = ans.key_str()
                 row["tail_loss"] = _tail_loss(ans, k)
-                desc = resolve_desc(m, n, k, dt, od, torch.device("cuda"))
+                desc = lookup_desc(prof, ans, m, n, k, dt, od, arch)
+                entry = prof.entries[answer_key(ans)]  # the kernels recorded when it was probed
                 row.update(family=desc.family, desc_hash=desc.short_hash, _desc=desc,
-                           entry_kernels=" ".join(_entry_kernels(dt, od, ans)))
+                           entry_kernels=" ".join(entry.kernels))
             except MatmulUnavailable as exc:
                 row.update(outcome="not_in_profile", note=str(exc)[:300])
             except Exception as exc:  # noqa: BLE001  (no algorithm for the shape, binding errors)
                 row.update(outcome="error", note=f"{type(exc).__name__}: {exc}"[:300])
-            rows.append(row)
         n_cov = sum(1 for r in rows if r["pair"] == pair and "_desc" in r)
         log(f"[plan] {pair}: {n_cov}/{len(shapes)} shapes covered by the profile ({time.time() - t:.1f}s)")
     return rows
-
-
-def _entry_kernels(dt: str, od: str, ans: Any) -> tuple[str, ...]:
-    """The kernels the profile entry recorded when it was probed (empty for predicted entries)."""
-    from fixbits.cublas.lt import CublasLt
-    from fixbits.kernels.matmul import _arch_of, _lt_instance
-    from fixbits.probe.profile import answer_key, find
-
-    prof = _PROFILES.get((dt, od))
-    if prof is None:
-        import torch
-
-        arch = _arch_of(torch.device("cuda"))
-        prof = _PROFILES[(dt, od)] = find(arch, str(_lt_instance(CublasLt).version), dt, od)
-    entry = prof.entries.get(answer_key(ans))
-    return tuple(entry.kernels) if entry is not None else ()
-
-
-_PROFILES: dict[tuple[str, str], Any] = {}
 
 
 def precompile_rows(rows: list[dict[str, Any]], workers: int, timeout_s: float, log: Any) -> None:
@@ -136,7 +125,7 @@ def precompile_rows(rows: list[dict[str, Any]], workers: int, timeout_s: float, 
         d = r.get("_desc")
         if d is None:
             continue
-        cfg = ()
+        cfg = ()  # the config fixbits.matmul will pick, spelled out so jobs of other M classes stay apart
         if d.instruction != "fma":
             key = (choose_kernel(d, r["m"], r["n"]).family, d.in_dtype, d.out_dtype)
             cfg = tuple(best_config(key, r["m"], r["n"], r["k"]).to_dict().items())
@@ -157,15 +146,12 @@ def launches(fn: Any) -> tuple[str, str]:
 
 def compare(row: dict[str, Any], draws: int, kernels_seen: dict[tuple[str, str], tuple[str, str]]) -> None:
     """Run the draws of one covered shape; fills outcome, ndiff, nonzero_share, kernels."""
-    import torch
-
-    from fixbits.kernels._host import torch_dtype
     from fixbits.kernels.matmul import cublas_matmul, matmul
     from fixbits.probe.hashdraw import torch_operand
+    from fixbits.testing import compare_bits
 
     m, n, k, dt, od = row["m"], row["n"], row["k"], row["_in"], row["_out"]
     ndiff = nonzero = 0
-    ref = None
     for d in range(draws):
         kind = "ordinary" if d % 2 == 0 else "wide"
         s = row["seed"] * 64 + 2 * d
@@ -173,9 +159,7 @@ def compare(row: dict[str, Any], draws: int, kernels_seen: dict[tuple[str, str],
         b = torch_operand((k, n), dt, kind, s + 1, "cuda")
         ours = matmul(a, b, out_dtype=od)
         ref = cublas_matmul(a, b, od)
-        w = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[ref.element_size()]
-        assert ours.dtype == ref.dtype == torch_dtype(od), (ours.dtype, ref.dtype)
-        ndiff += int((ours.view(w) != ref.view(w)).sum().item())
+        ndiff += compare_bits(ours, ref).n_diff  # raw bits; raises on a dtype or shape mismatch
         nonzero += int((ref != 0).sum().item())
         del ours
     row["draws"] = draws

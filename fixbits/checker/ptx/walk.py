@@ -927,8 +927,8 @@ class PTXWalk(Walk):
 
     def _fwd_setup(
         self, a: Poly
-    ) -> tuple[list[SmemEntry], dict[int, tuple[int, int, int]], int, list[str], Poly] | None:
-        """(generation, byte map, thread-id bits, their names, address relative to the shared
+    ) -> tuple[list[SmemEntry], dict[int, tuple[int, int, int]], int, list[int]] | None:
+        """(generation, byte map, thread-id bits, each thread's address relative to the shared
         array) for a forwarded shared read, or None when the address is not a function of tid.x."""
         g = self._fwd_generation()
         if g is None:
@@ -941,7 +941,7 @@ class PTXWalk(Walk):
         rel = a - Poly.sym("smem")
         if any(s not in bits for s in rel.symbols()):
             return None
-        return gen, bmap, n, bits, rel
+        return gen, bmap, n, fwd.eval_all(rel, n)
 
     def forward_ldmatrix(self, a: Poly, parts: list[str], nregs: int) -> list[Node] | None:
         """ldmatrix .m8n8 .b16 (not transposed): register k of lane i holds the 4 bytes at
@@ -953,14 +953,11 @@ class PTXWalk(Walk):
         setup = self._fwd_setup(a)
         if setup is None:
             return None
-        gen, bmap, n, bits, rel = setup
-        ntid = self.ntid
-        assert ntid is not None
+        gen, bmap, n, rvals = setup
         out = []
         for k in range(nregs):
             addrs = []
-            rvals = fwd.eval_all(rel, n)
-            for x in range(ntid[0]):
+            for x in range(1 << n):
                 lane = x & 31
                 addrs.append(rvals[(x & ~31) | (8 * k + (lane >> 2))] + 4 * (lane & 3))
             v = self._fwd_read(gen, bmap, addrs, 4)
@@ -969,7 +966,6 @@ class PTXWalk(Walk):
             out.append(v)
         self.fwd_bar = self.bars
         return out
-
 
     def _fwd_envs(self, n: int) -> list[dict[str, int]]:
         c = self._fwd_env_cache
@@ -1026,10 +1022,7 @@ class PTXWalk(Walk):
         setup = self._fwd_setup(a)
         if setup is None:
             return None
-        gen, bmap, n, bits, rel = setup
-        ntid = self.ntid
-        assert ntid is not None
-        base = fwd.eval_all(rel, n)
+        gen, bmap, _, base = setup
         out = []
         for k in range(count):
             v = self._fwd_read(gen, bmap, [b + k * nbytes for b in base], nbytes)
