@@ -116,7 +116,6 @@ def moebius(syms: list[str], vals: list[Poly]) -> Poly:
     """The multilinear polynomial over ``syms`` that takes vals[x] at assignment x (bit i of x is
     syms[i]); the values may themselves be polynomials in other symbols (transformed one
     monomial at a time)."""
-    n = len(syms)
     size = len(vals)
     cols: dict[tuple[str, ...], list[int]] = {}
     for x, v in enumerate(vals):
@@ -125,8 +124,16 @@ def moebius(syms: list[str], vals: list[Poly]) -> Poly:
             if col is None:
                 col = cols[m] = [0] * size
             col[x] = c
+    return moebius_cols(syms, cols)
+
+
+def moebius_cols(syms: list[str], cols: dict[tuple[str, ...], list[int]]) -> Poly:
+    """``moebius`` from the values already split by monomial of the other symbols: cols[m][x]
+    is the coefficient of m at assignment x (the lists are consumed)."""
+    n = len(syms)
     out: dict[tuple[str, ...], int] = {}
     for m, f in cols.items():
+        size = len(f)
         # the usual case, an affine function of the bits: its form, checked at every point
         d = [f[1 << i] - f[0] for i in range(n)] if size == 1 << n else []
         if d:
@@ -155,6 +162,23 @@ def moebius(syms: list[str], vals: list[Poly]) -> Poly:
                 k = tuple(sorted(m + tuple(syms[i] for i in range(n) if x >> i & 1)))
                 out[k] = out.get(k, 0) + c
     return Poly(out)
+
+
+def _bit_terms(p: Poly, fixed: dict[str, int]) -> list[tuple[tuple[str, ...], int, int]]:
+    """``p``'s terms as (monomial of the symbols not in ``fixed``, mask of the fixed bits it
+    multiplies, coefficient): p at a thread t is the sum of the terms whose mask is set in t."""
+    out = []
+    for m, c in p.terms.items():
+        mask = 0
+        rest = []
+        for s in m:
+            i = fixed.get(s)
+            if i is None:
+                rest.append(s)
+            else:
+                mask |= 1 << i
+        out.append((tuple(rest), mask, c))
+    return out
 
 
 def _partial(p: Poly, env: dict[str, int]) -> Poly:
@@ -277,10 +301,9 @@ def renamable(n: Node, memo: dict[bytes, bool]) -> bool:
     return res
 
 
-def interpolate(
-    trees: list[Node], envs: list[dict[str, int]], rsyms: list[str], memo: dict
-) -> Node | None:
-    """One tree over the reader's bits: trees[x] (a writer's tree, its bits fixed by envs[x]) at
+def interpolate(trees: list[Node], tids: list[int], rsyms: list[str], memo: dict) -> Node | None:
+    """One tree over the reader's bits: trees[x] (a writer's tree, its bits fixed to the writer
+    thread tids[x]; -1: a tree with no writer bits left) at
     reader assignment x. The trees must agree except in int leaves, which are interpolated
     (commutative operands are lined up by shape first: any order is the same value)."""
     uniq: dict[bytes, int] = {}
@@ -292,25 +315,30 @@ def interpolate(
             k = uniq[t.digest] = len(nodes)
             nodes.append(t)
         idx.append(k)
-    return _interp(nodes, idx, envs, rsyms, {})
+    return _interp(nodes, idx, tids, rsyms, {})
 
 
-def _interp(
-    nodes: list[Node], idx: list[int], envs: list[dict[str, int]], rsyms: list[str], memo: dict
-) -> Node | None:
+def _interp(nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str], memo: dict) -> Node | None:
     first = nodes[0]
     if first.poly is not None:
         if any(t.poly is None for t in nodes):
             return None
-        seen: dict[tuple[int, int], Poly] = {}
-        vals = []
-        for u, env in zip(idx, envs, strict=True):
-            key = (u, id(env))
-            got = seen.get(key)
-            if got is None:
-                got = seen[key] = _partial(nodes[u].poly, env)  # type: ignore[arg-type]
-            vals.append(got)
-        return int_node(moebius(rsyms, vals))
+        fixed = {s: i for i, s in enumerate(rsyms)}
+        split = [_bit_terms(t.poly, fixed) for t in nodes]  # type: ignore[arg-type]
+        size = len(idx)
+        cols: dict[tuple[str, ...], list[int]] = {}
+        for x, (u, t) in enumerate(zip(idx, tids, strict=True)):
+            if t < 0:  # a tree with no writer bits left: its symbols stay as they are
+                terms = [(m, 0, c) for m, c in nodes[u].poly.terms.items()]  # type: ignore[union-attr]
+            else:
+                terms = split[u]
+            for rest, mask, c in terms:
+                if t & mask == mask:
+                    col = cols.get(rest)
+                    if col is None:
+                        col = cols[rest] = [0] * size
+                    col[x] += c
+        return int_node(moebius_cols(rsyms, cols))
     if len(nodes) == 1 and not first.variant and not _has_bits(first):
         return first
     for t in nodes:
@@ -343,7 +371,7 @@ def _interp(
         key = (tuple(uniq), tuple(sidx))
         got = memo.get(key)
         if got is None:
-            got = _interp(sub, sidx, envs, rsyms, memo)
+            got = _interp(sub, sidx, tids, rsyms, memo)
             if got is None:
                 return None
             memo[key] = got

@@ -983,8 +983,7 @@ class PTXWalk(Walk):
         bits = [f"tx{i}" for i in range(n)]
         memo = self._fwd_memo
         trees: list[Node] = []
-        envs: list[dict[str, int]] = []
-        empty: dict[str, int] = {}
+        tids: list[int] = []
         conc: dict[tuple[int, int], Node] = {}
         for addr in addrs:
             hit = bmap.get(addr)
@@ -996,7 +995,7 @@ class PTXWalk(Walk):
                 return None
             if e.nbytes == nbytes:
                 trees.append(e.value)
-                envs.append(envs_by_t[t])
+                tids.append(t)
                 continue
             w = e.nbytes
             if w > nbytes or nbytes % w:
@@ -1014,8 +1013,8 @@ class PTXWalk(Walk):
                     c = conc[(h[0], h[1])] = fwd.concretize(v, envs_by_t[h[1]], {})
                 pieces.append(c)
             trees.append(mk_pack(pieces, 8 * w))
-            envs.append(empty)
-        return fwd.interpolate(trees, envs, bits, {})
+            tids.append(-1)
+        return fwd.interpolate(trees, tids, bits, {})
 
     def forward_ld(self, a: Poly, nbytes: int, count: int) -> list[Node] | None:
         """ld.shared of ``count`` registers of ``nbytes`` from this thread's own address."""
