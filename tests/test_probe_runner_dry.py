@@ -110,3 +110,24 @@ def test_seed_profiles_resume_the_pair_and_hint_other_outputs(tmp_path: Path) ->
     prof = yaml.safe_load((second / "profiles" / "sm_90_cublaslt1_fp16_fp16.yaml").read_text())
     assert all(e["desc"]["out_dtype"] == "fp16" for e in prof["entries"].values())
     assert summary["sweep"]["fp16->fp16"].get("match", 0) >= 1, summary["sweep"]
+
+
+def test_fp8_hints_carry_16bit_structures_to_fp8(tmp_path: Path) -> None:
+    """fp8 answers share no key with the 16-bit pairs: the 16-bit descriptors seed the algo's
+    structures, with 32-deep instructions promoted every 4 and split spans at both granules."""
+    from fixbits.desc import KCut
+
+    run = _runner()
+    d = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp32",
+                 k_loop_step=32, k_cuts=(KCut("contiguous", count=2, granule=8, aligned_granule=64),))
+    hints = run.fp8_hints(d, "fp32")
+    assert [h.in_dtype for h in hints] == ["fp8_e4m3", "fp8_e4m3"]
+    assert all(h.instruction_k == 32 and h.promotion_interval == 4 and not h.use_fast_accum for h in hints)
+    assert hints[0].k_loop_step == 64 and hints[0].k_cuts == d.k_cuts
+    assert (hints[1].k_cuts[0].granule, hints[1].k_cuts[0].aligned_granule) == (16, 128)
+    assert run.fp8_hints(d.replace(instruction="fma", instruction_k=1, k_cuts=()), "fp32") == []
+    prof = ArchProfile("sm_90", "cublaslt", "7", "fp16", "fp32",
+                       {"a66-t1-s2-r2-w0-c0-g0": ProfileEntry("a66-t1-s2-r2-w0-c0-g0", d, (8, 8, 512), 1, 1, ())}, {})
+    prof.save(tmp_path / "seed")
+    got = run.seed_profiles(tmp_path / "seed", tmp_path / "out", "sm_90", "7", "fp8_e4m3", "fp32", lambda m: None)
+    assert set(got) == {"a66-t1-s2-r2-w0-c0-g0~fp8.0", "a66-t1-s2-r2-w0-c0-g0~fp8.1"}

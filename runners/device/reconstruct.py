@@ -25,6 +25,7 @@ outputs in DIR/mismatch_dump/*.npz. DIR/summary.yaml and a table printed last.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -131,10 +132,10 @@ def seed_profiles(seed_dir: Path, prof_dir: Path, arch: str, version: str, dt: s
     from fixbits.probe.profile import load
 
     hints: dict[str, Any] = {}
-    twins = {"fp16": "bf16", "bf16": "fp16"}  # one answer key of the 16-bit pair: most often one kernel
+    twins = {"fp16": ["bf16"], "bf16": ["fp16"], "fp8_e4m3": ["fp16", "bf16"]}  # fp8: see fp8_hints
     files = sorted(seed_dir.glob(f"{arch}_cublaslt{version}_{dt}_*.yaml"))  # this library version only
-    if dt in twins:
-        files += sorted(seed_dir.glob(f"{arch}_cublaslt{version}_{twins[dt]}_*.yaml"))
+    for twin in twins.get(dt, []):
+        files += sorted(seed_dir.glob(f"{arch}_cublaslt{version}_{twin}_*.yaml"))
     for p in files:
         try:
             prof = load(p)
@@ -151,10 +152,38 @@ def seed_profiles(seed_dir: Path, prof_dir: Path, arch: str, version: str, dt: s
             continue
         for key, e in prof.entries.items():
             for d in [e.desc] + [v.desc for v in e.variants]:
-                hints.setdefault(key, d.replace(in_dtype=dt, out_dtype=od))
+                if dt.startswith("fp8"):
+                    for i, h in enumerate(fp8_hints(d, od)):
+                        hints.setdefault(f"{key}~fp8.{i}", h)  # one answer of the algo each (bases_for)
+                else:
+                    hints.setdefault(key, d.replace(in_dtype=dt, out_dtype=od))
     if hints:
         log(f"[{dt}->{od}] {len(hints)} known descriptors from other dtype pairs")
     return hints
+
+
+def fp8_hints(d: Any, od: str) -> list[Any]:
+    """A 16-bit tensor-core descriptor carried to fp8 e4m3 (answer keys of the two dtypes never
+    coincide, so these only seed the algo's known structures): 32-deep instructions promoted into
+    fp32 every 4 (cuBLASLt's default, no fast accumulation: the two fp8 entries probed on the
+    H200), the K-loop step doubled (the phase-B step variants try the others), and split-K spans
+    rounded as measured for 16-bit and at twice that (an fp8 K tile is twice as deep)."""
+    from fixbits.desc import DescError
+
+    if d.instruction == "fma":
+        return []
+    try:
+        base = d.replace(in_dtype="fp8_e4m3", out_dtype=od, instruction_k=32, use_fast_accum=False,
+                         promotion_interval=4, k_loop_step=max(64, 2 * d.k_loop_step))
+        out = [base]
+        if any(c.granule > 1 or c.aligned_granule for c in d.k_cuts):
+            wide = tuple(dataclasses.replace(c, granule=2 * c.granule if c.granule > 1 else c.granule,
+                                             aligned_granule=2 * c.aligned_granule if c.aligned_granule else None)
+                         for c in d.k_cuts)
+            out.append(base.replace(k_cuts=wide))
+        return out
+    except DescError:
+        return []
 
 
 def load_profiles(prof_dir: Path, log: Any) -> dict[tuple[str, str], Any]:
