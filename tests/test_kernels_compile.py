@@ -61,3 +61,36 @@ def test_scalar_nest_is_an_fma_chain() -> None:
               HAS_L0=True, BLOCK_M=1, BLOCK_N=16, **EPN)  # fmt: skip
     ptx = compile_ptx(_scalar_nest_kernel, _types("fp16"), cx, num_warps=4)
     assert "fma.rn.f32" in ptx and "mma" not in ptx
+
+
+def test_splitk_parts_keep_the_k_contiguous_operand_on_cp_async_when_told_the_alignment(monkeypatch) -> None:
+    """A part's K start comes from a device table: unless the kernel is told it divides by 64
+    (RUN_ALIGN, TensorCorePlan.run_align), Triton must assume it odd and loads A (K-contiguous)
+    with scalar ld.global inside the K loop instead of pipelined cp.async (H200 run 8b: split-K
+    shapes at 0.34x cuBLAS GPU time). Compiled through Triton's own binder, as the GPU would."""
+    import torch
+    from _kernels_aot import Sm90Launches
+
+    from fixbits.desc import GEMMDesc, KCut
+    from fixbits.kernels import plan as plan_mod
+    from fixbits.kernels._host import KernelConfig
+    from fixbits.kernels.plan import tensor_core_plan
+    from fixbits.kernels.splitk import launch_parts
+
+    desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16",
+                    k_cuts=(KCut("contiguous", count=3, granule=64),))  # cuBLASLt's a66-t312-s3 on the H200
+    m, n, k = 16, 2048, 8192
+    a, b = torch.empty((m, k), dtype=torch.float16), torch.empty((k, n), dtype=torch.float16)
+    ws = torch.empty((3, m, n), dtype=torch.float16)
+    cfg = KernelConfig(BLOCK_M=16, BLOCK_N=32, BLOCK_K=256, GROUP_M=1, num_warps=4, num_stages=3)
+    plan = tensor_core_plan(desc, k)
+    assert plan.run_align(desc.k_loop_step) == 64
+    ptx = {}
+    for told in (True, False):
+        if not told:
+            monkeypatch.setattr(plan_mod.TensorCorePlan, "run_align", lambda self, step, cap=64: 1)
+        with Sm90Launches() as got:
+            launch_parts(desc, plan, a, b, ws, cfg)
+        ptx[told] = got.kernels[0].asm["ptx"]
+    assert ptx[True].count("ld.global") <= 8 < ptx[False].count("ld.global")
+    assert ptx[True].count("cp.async.cg") > ptx[False].count("cp.async.cg")

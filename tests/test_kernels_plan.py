@@ -117,3 +117,26 @@ def test_scalar_nest_leaves_hold_every_k_once_in_nest_order(cuts: list[KCut], k:
     for j, w in enumerate(want):
         row = nest.index[j]
         assert row[row >= 0].tolist() == w, (cuts, k, j)
+
+
+@given(cut=contiguous, k=st.integers(1, 4096), step=st.sampled_from([16, 32, 64, 128]))
+@settings(max_examples=60, deadline=None)
+def test_run_align_divides_every_run_bound(cut: KCut, k: int, step: int) -> None:
+    """run_align is a promise the split-K kernel hands Triton (tl.multiple_of): it must divide
+    every bound the kernel loads and the step, and be the largest power of two that does."""
+    desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp32",
+                    k_cuts=(cut,))
+    plan = tensor_core_plan(desc, k)
+    al = plan.run_align(step)
+    bounds = [x for run in plan.runs for x in run] + [step]
+    assert al & (al - 1) == 0 and 1 <= al <= 64
+    assert all(x % al == 0 for x in bounds)
+    assert al == 64 or any(x % (2 * al) for x in bounds)
+
+
+def test_run_align_of_granule_aligned_parts() -> None:
+    cut = KCut("contiguous", count=3, granule=64)
+    desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16",
+                    k_cuts=(cut,))
+    assert tensor_core_plan(desc, 8192).run_align(64) == 64
+    assert tensor_core_plan(desc, 8190).run_align(64) == 2  # the last part ends at K

@@ -136,6 +136,7 @@ def test_matmul_check_tables_count_every_outcome(tmp_path: Path) -> None:
     assert table["realistic"] == {"shapes": 2, "match": 1, "not_in_profile": 1, "draws": 10,
                                   "elements_compared": 20, "families": {"single_pass": 1}}  # fmt: skip
     assert table["fuzz"]["tail_defect"] == 1 and "match" not in table["fuzz"]
+    assert mc.summarize_csv(tmp_path / "matmul_check.csv")["fp16->fp16"] == table  # a cut run's CSV, read back
 
 
 def test_reconstruct_pairs_and_sweep_extension() -> None:

@@ -131,3 +131,18 @@ def test_fp8_hints_carry_16bit_structures_to_fp8(tmp_path: Path) -> None:
     prof.save(tmp_path / "seed")
     got = run.seed_profiles(tmp_path / "seed", tmp_path / "out", "sm_90", "7", "fp8_e4m3", "fp32", lambda m: None)
     assert set(got) == {"a66-t1-s2-r2-w0-c0-g0~fp8.0", "a66-t1-s2-r2-w0-c0-g0~fp8.1"}
+
+
+def test_fp8_fuzz_shapes_are_aligned_not_dropped(tmp_path: Path) -> None:
+    """cuBLASLt's fp8 path needs K % 16 == 0 and N % 4 == 0: a fuzz draw is carried there (and
+    says from where) instead of being left out, so the fp8 fuzz sweep compares as many shapes."""
+    from fixbits.probe.sweep import fp8_aligned, load_samples
+
+    assert fp8_aligned(5, 7, 121) == (5, 8, 128)
+    assert fp8_aligned(3, 8, 32) == (3, 8, 32)
+    run = _runner()
+    assert run.main(["--out", str(tmp_path), "--device", "cpu", "--budget-s", "60", "--pairs", "fp8_e4m3:fp32",
+                     "--limit-shapes", "2", "--draws", "2"]) == 0
+    recs = [r for r in load_samples(tmp_path) if r["set"] == "fuzz"]
+    assert recs and all(r["k"] % 16 == 0 and r["n"] % 4 == 0 and "got" in r for r in recs), recs
+    assert any("aligned_from" in r for r in recs)

@@ -117,7 +117,7 @@ def one(item: tuple[tuple[str, str, str], list[dict[str, Any]]]) -> dict[str, An
             "comparisons": sum(p["comparisons"] for p in per)}
 
 
-def predict(sweep_dir: Path, out: Path, deadline_s: float, workers: int) -> None:
+def predict(sweep_dir: Path, out: Path, deadline_s: float, workers: int, skip: list[Path] | tuple[Path, ...] = ()) -> None:
     from fixbits.probe.sweep import load_samples
 
     t0 = time.time()
@@ -127,7 +127,11 @@ def predict(sweep_dir: Path, out: Path, deadline_s: float, workers: int) -> None
         pr = profs.get((r["dtype"], r["out_dtype"]))
         if "got" in r and pr is not None and r["key"] not in pr.entries:
             by[(r["dtype"], r["out_dtype"], r["key"])].append(r)
-    items = sorted(((k, v) for k, v in by.items() if len(v) >= 2), key=lambda it: -len(it[1]))
+    done = {(r["pair"], r["key"]) for f in skip for r in map(json.loads, f.read_text().splitlines())}
+    items = sorted(((k, v) for k, v in by.items() if len(v) >= 2 and (f"{k[0]}->{k[1]}", k[2]) not in done),
+                   key=lambda it: -len(it[1]))
+    if done:
+        print(f"{len(done)} answers tried by an earlier run left out (--skip)", flush=True)
     print(f"{len(by)} answers not in profile, {len(items)} with >= 2 recorded shapes", flush=True)
     with out.open("w") as fh, ProcessPoolExecutor(workers, initializer=_init) as ex:
         futs = {ex.submit(one, it): it[0] for it in items}
@@ -176,8 +180,10 @@ if __name__ == "__main__":
     ap.add_argument("--deadline-s", type=float, default=1800)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--apply", default=None, metavar="JSONL")
+    ap.add_argument("--skip", nargs="*", type=Path, default=[], metavar="JSONL",
+                    help="earlier runs' results: the answers they tried are not tried again")
     a = ap.parse_args()
     if a.apply:
         apply(Path(a.apply))
     else:
-        predict(Path(a.sweep_dir), Path(a.out), a.deadline_s, a.workers)
+        predict(Path(a.sweep_dir), Path(a.out), a.deadline_s, a.workers, a.skip)

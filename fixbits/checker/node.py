@@ -10,11 +10,11 @@ both return a canonical NaN), and no other rewriting.
 from __future__ import annotations
 
 import hashlib
-
-_blake2b = hashlib.blake2b
 from dataclasses import dataclass
 
 from fixbits.checker.forms import Poly
+
+_blake2b = hashlib.blake2b
 
 # Kinds whose children may be reordered without changing a bit of the result.
 COMMUTATIVE = frozenset({"add", "mul", "min", "max", "and", "or", "xor", "pack_eq"})

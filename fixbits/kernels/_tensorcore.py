@@ -282,13 +282,15 @@ def part_value(
     RES_FIRST: tl.constexpr,
     HAS_INNER: tl.constexpr,
     NUM_STAGES: tl.constexpr,
+    RUN_ALIGN: tl.constexpr = 1,
 ):
     """One level-0 part: its innermost chains (runs r_lo..r_hi of the table), each from +0,
-    summed in order from +0 in fp32 when there is an inner level."""
+    summed in order from +0 in fp32 when there is an inner level. RUN_ALIGN divides every run
+    bound (TensorCorePlan.run_align): a codegen hint only."""
     total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for r in range(r_lo, r_hi):
-        s = tl.load(runs_ptr + 2 * r)
-        e = tl.load(runs_ptr + 2 * r + 1)
+        s = tl.multiple_of(tl.load(runs_ptr + 2 * r), RUN_ALIGN)
+        e = tl.multiple_of(tl.load(runs_ptr + 2 * r + 1), RUN_ALIGN)
         sub = chain(
             tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32),
             a_rows,

@@ -49,7 +49,7 @@ def _splitk_part_kernel(
     STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, PROMO: tl.constexpr, GROUPS: tl.constexpr,
     RES_FIRST: tl.constexpr, HAS_INNER: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
+    NUM_STAGES: tl.constexpr, RUN_ALIGN: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     part = tl.program_id(1)
@@ -61,7 +61,7 @@ def _splitk_part_kernel(
     r_lo = tl.load(offs_ptr + part)
     r_hi = tl.load(offs_ptr + part + 1)
     val = part_value(a_rows, b_cols, runs_ptr, r_lo, r_hi, sak, sbk, BLOCK_M, BLOCK_N, STEP, IK, HWK, BLOCK_K,
-                     PROMO, GROUPS, RES_FIRST, HAS_INNER, NUM_STAGES)  # fmt: skip
+                     PROMO, GROUPS, RES_FIRST, HAS_INNER, NUM_STAGES, RUN_ALIGN)  # fmt: skip
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     ptrs = ws_ptr + part * swp + rm[:, None] * swm + rn[None, :] * swn
     tl.store(ptrs, val.to(ws_ptr.dtype.element_ty), mask=mask)  # the one rounding to partial_dtype
@@ -182,7 +182,8 @@ def launch_parts(
         STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), PROMO=promo_of(desc), GROUPS=groups_for(desc, cfg),
         RES_FIRST=desc.residue == "first", HAS_INNER=plan.has_inner,
         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
-        NUM_STAGES=cfg.num_stages, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
+        NUM_STAGES=cfg.num_stages, RUN_ALIGN=plan.run_align(desc.k_loop_step),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
     )  # fmt: skip
 
 
@@ -270,7 +271,8 @@ def splitk_launcher(
         STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), PROMO=promo_of(desc),
         GROUPS=groups_for(desc, cfg), RES_FIRST=desc.residue == "first", HAS_INNER=plan.has_inner,
         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
-        NUM_STAGES=cfg.num_stages, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
+        NUM_STAGES=cfg.num_stages, RUN_ALIGN=plan.run_align(desc.k_loop_step),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
     ))  # fmt: skip
     merge = DirectLaunch(_splitk_merge_kernel, (triton.cdiv(m, MERGE_BLOCK_M), triton.cdiv(n, MERGE_BLOCK_N)), dict(
         MERGE=OUT_CODES[desc.merge_dtype], FROM_ZERO=True,

@@ -3,6 +3,7 @@
 
     PYTHONPATH=<repo> python3 runners/device/matmul_check.py --out DIR [--budget-s 300]
         [--pairs fp16:fp16,bf16:bf16,fp16:fp32,bf16:fp32] [--fuzz 400] [--draws 10]
+    python3 runners/device/matmul_check.py --summarize DIR/matmul_check.csv   # CPU: a run's table
 
 For every dtype pair with a committed profile, the 390 realistic shapes and a seeded fuzz set:
 the heuristic's answer is looked up (host only); a shape whose answer is not in the profile is
@@ -207,6 +208,11 @@ def _groups(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--summarize":
+        table = summarize_csv(Path(sys.argv[2]))
+        print(yaml.safe_dump(table, sort_keys=False))
+        report(table, print)
+        return 0
     args = parse_args(argv)
     t0 = time.time()
     deadline = t0 + args.budget_s
@@ -257,17 +263,29 @@ def main(argv: list[str] | None = None) -> int:
         write(rows, out)
         log(f"[{pair}] {Counter(r.get('outcome') for r in group)} in {time.time() - t_pair:.0f}s")
     write(rows, out)
-    summary = {"env": {"torch": torch.__version__, "triton": triton.__version__,
-                       "gpu": torch.cuda.get_device_name(), "fingerprint": dataclasses.asdict(env)},
+    env_doc = {k: str(v) for k, v in dataclasses.asdict(env).items()}  # TorchVersion is no plain str for yaml
+    summary = {"env": {"torch": str(torch.__version__), "triton": str(triton.__version__),
+                       "gpu": torch.cuda.get_device_name(), "fingerprint": env_doc},
                "args": {k: v for k, v in vars(args).items() if k != "out"},
                "table": summarize(rows), "wall_s": round(time.time() - t0, 1)}
     (out / "summary.yaml").write_text(yaml.safe_dump(summary, sort_keys=False))
-    log("\n== matmul against cuBLAS ==")
-    for pair, sets in summary["table"].items():
-        for which, s in sets.items():
-            log(f"{pair:12} {which:9} " + " ".join(f"{k}={v}" for k, v in s.items() if k != "families"))
+    report(summary["table"], log)
     log(f"wall {time.time() - t0:.0f}s")
     return 0
+
+
+def report(table: dict[str, Any], log: Any) -> None:
+    log("\n== matmul against cuBLAS ==")
+    for pair, sets in table.items():
+        for which, s in sets.items():
+            log(f"{pair:12} {which:9} " + " ".join(f"{k}={v}" for k, v in s.items() if k != "families"))
+
+
+def summarize_csv(path: Path) -> dict[str, Any]:
+    """The table of a run's CSV (a run cut short, or one that crashed after its rows were written)."""
+    with path.open() as fh:
+        rows: list[dict[str, Any]] = [{k: v for k, v in r.items() if v != ""} for r in csv.DictReader(fh)]
+    return summarize(rows)
 
 
 if __name__ == "__main__":
