@@ -155,12 +155,19 @@ def apply(path: Path) -> None:
     from fixbits.probe.profile import PROFILE_DIR, ProfileEntry
 
     profs = _profiles()
-    n = 0
+    n = kept = conflicts = 0
     for line in path.read_text().splitlines():
         r = json.loads(line)
         if r.get("outcome") != "accepted":
             continue
         pr = profs[(r["dtype"], r["out_dtype"])]
+        have = pr.entries.get(r["key"])
+        if have is not None:  # a device-verified entry came in meanwhile: it stays
+            same = have.desc == GEMMDesc.from_dict(r["desc"])
+            print(f"{r['pair']} {r['key']}: already in the profile ({'same descriptor' if same else 'DIFFERENT descriptor'})")
+            kept += 1
+            conflicts += not same
+            continue
         sel = ", ".join("x".join(map(str, s)) for s in r["selection"])
         note = (f"predicted from known descriptors (offline, CPU); selected on {sel}; verified on "
                 f"{len(r['held_out'])} held-out shapes against the H200's recorded cuBLAS cells (run s5)")
@@ -170,7 +177,7 @@ def apply(path: Path) -> None:
         n += 1
     for pr in profs.values():
         pr.save(PROFILE_DIR)
-    print(f"{n} entries added")
+    print(f"{n} entries added; {kept} answers already in the profile kept ({conflicts} with another descriptor)")
 
 
 if __name__ == "__main__":
