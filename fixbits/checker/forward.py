@@ -356,6 +356,16 @@ def _interp(nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str]
             for pos, k in zip(want, mine, strict=True):
                 kl[pos] = k
     kids = []
+    if len(nodes) == 1:  # one writer tree, the writers' bits varying: idx is all zeros all the way down
+        for k in first.kids:
+            got = memo.get(k.digest)
+            if got is None:
+                got = _interp([k], idx, tids, rsyms, memo)
+                if got is None:
+                    return None
+                memo[k.digest] = got
+            kids.append(got)
+        return Node(first.kind, first.attrs, tuple(kids))
     for i in range(len(first.kids)):
         uniq: dict[bytes, int] = {}
         sub: list[Node] = []

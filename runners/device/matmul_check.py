@@ -2,7 +2,7 @@
 """GPU: fixbits.matmul (heuristic -> arch profile -> Triton kernel) against cuBLAS's bytes.
 
     PYTHONPATH=<repo> python3 runners/device/matmul_check.py --out DIR [--budget-s 300]
-        [--pairs fp16:fp16,bf16:bf16,fp16:fp32,bf16:fp32] [--fuzz 400] [--draws 10]
+        [--pairs fp16:fp16,bf16:bf16,fp16:fp32,bf16:fp32,fp8_e4m3:fp32] [--fuzz 400] [--draws 10]
     python3 runners/device/matmul_check.py --summarize DIR/matmul_check.csv   # CPU: a run's table
 
 For every dtype pair with a committed profile, the 390 realistic shapes and a seeded fuzz set:
@@ -11,7 +11,8 @@ reported as ``not_in_profile``, one whose answer the split-K tail predicate flag
 ``tail_defect`` (compared, never counted as a match). The rest run ``--draws`` draws
 (ordinary and wide exponents alternating, counter-hash operands drawn on the GPU, seeds printed)
 through ``fixbits.matmul(a, b, out_dtype=...)`` and through cuBLAS (torch.mm / cuBLASLt's own
-pick), and every output element's bits are compared. The cuBLAS kernels one call launches are
+pick; fp8 through fixbits's cuBLASLt binding, fuzz draws carried to K % 16 == 0 and N % 4 == 0),
+and every output element's bits are compared. The cuBLAS kernels one call launches are
 recorded (torch.profiler) once per heuristic answer and for every shape that differs.
 
 Kernels are compiled first in parallel processes (fixbits.kernels.precompile). Writes
@@ -41,7 +42,7 @@ import yaml  # noqa: E402
 FIELDS = ("pair", "set", "m", "n", "k", "layer", "answer", "family", "desc_hash", "outcome", "draws", "elements",
           "ndiff", "nonzero_share", "tail_loss", "seed", "cublas_kernels", "cublas_family", "entry_kernels", "note",
           "t_s")
-DEFAULT_PAIRS = "fp16:fp16,bf16:bf16,fp16:fp32,bf16:fp32"
+DEFAULT_PAIRS = "fp16:fp16,bf16:bf16,fp16:fp32,bf16:fp32,fp8_e4m3:fp32"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -79,7 +80,7 @@ def plan(pairs: list[tuple[str, str]], shapes: list[tuple[str, int, int, int, st
 
     from fixbits.kernels.matmul import MatmulUnavailable, arch_profile, lookup_desc
     from fixbits.probe.profile import answer_key
-    from fixbits.probe.sweep import _tail_loss
+    from fixbits.probe.sweep import _tail_loss, fp8_aligned
 
     rows = []
     for dt, od in pairs:
@@ -90,11 +91,16 @@ def plan(pairs: list[tuple[str, str]], shapes: list[tuple[str, int, int, int, st
         except MatmulUnavailable as exc:
             lt, arch, prof, why = None, "", None, str(exc)[:300]
         for which, m, n, k, layer in shapes:
+            if dt.startswith("fp8") and which == "fuzz":
+                m, n, k = fp8_aligned(m, n, k)  # the seeded draw as cuBLASLt's fp8 path takes it
             row: dict[str, Any] = {"pair": pair, "set": which, "m": m, "n": n, "k": k, "layer": layer,
                                    "seed": case_seed(pair, m, n, k), "_in": dt, "_out": od}
             rows.append(row)
             if prof is None:
                 row.update(outcome="not_in_profile", note=why)
+                continue
+            if dt.startswith("fp8") and k % 16:
+                row.update(outcome="not_fp8_shape", note="cuBLASLt's fp8 path needs K % 16 == 0")
                 continue
             try:
                 ans = lt.heuristic(m, n, k, dt, od)
@@ -147,7 +153,7 @@ def launches(fn: Any) -> tuple[str, str]:
 
 def compare(row: dict[str, Any], draws: int, kernels_seen: dict[tuple[str, str], tuple[str, str]]) -> None:
     """Run the draws of one covered shape; fills outcome, ndiff, nonzero_share, kernels."""
-    from fixbits.kernels.matmul import cublas_matmul, matmul
+    from fixbits.kernels.matmul import matmul
     from fixbits.probe.hashdraw import torch_operand
     from fixbits.testing import compare_bits
 
@@ -159,7 +165,7 @@ def compare(row: dict[str, Any], draws: int, kernels_seen: dict[tuple[str, str],
         a = torch_operand((m, k), dt, kind, s, "cuda")
         b = torch_operand((k, n), dt, kind, s + 1, "cuda")
         ours = matmul(a, b, out_dtype=od)
-        ref = cublas_matmul(a, b, od)
+        ref = reference(a, b, dt, od)
         ndiff += compare_bits(ours, ref).n_diff  # raw bits; raises on a dtype or shape mismatch
         nonzero += int((ref != 0).sum().item())
         del ours
@@ -170,13 +176,26 @@ def compare(row: dict[str, Any], draws: int, kernels_seen: dict[tuple[str, str],
     key = (row["pair"], row["answer"])
     if key not in kernels_seen or ndiff:
         last = (a, b)
-        kernels_seen[key] = launches(lambda: cublas_matmul(last[0], last[1], od))
+        kernels_seen[key] = launches(lambda: reference(last[0], last[1], dt, od))
     row["cublas_kernels"], row["cublas_family"] = kernels_seen[key]
     if row["tail_loss"]:
         row["outcome"] = "tail_defect"
         row["note"] = f"cuBLAS's split-K tail drops {row['tail_loss']} K terms; bytes {'equal' if not ndiff else 'differ'}"
     else:
         row["outcome"] = "match" if ndiff == 0 else "mismatch"
+
+
+def reference(a: Any, b: Any, dt: str, od: str) -> Any:
+    """cuBLAS's bytes: torch.mm for 16-bit inputs; for fp8, cuBLASLt through fixbits's own binding
+    (its own pick, as the profile was built), not torch._scaled_mm (another matmul description)."""
+    from fixbits.kernels.matmul import cublas_matmul
+
+    if dt.startswith("fp8"):
+        from fixbits.kernels.matmul import arch_profile
+
+        lt, _, _ = arch_profile(dt, od, a.device)  # the binding fixbits.matmul asked
+        return lt.matmul(a, b, od)
+    return cublas_matmul(a, b, od)
 
 
 def write(rows: list[dict[str, Any]], out: Path) -> None:

@@ -91,50 +91,80 @@ def _lt() -> Any:
     return CublasLt()
 
 
-def _tail_loss(m: int, n: int, k: int) -> int:
+def _tail_loss(m: int, n: int, k: int, dtype: str = "fp16", out: str = "fp32") -> int:
     """Terms cuBLAS is predicted to drop for this shape (0 when the defect does not apply)."""
     try:
         from fixbits.bugs.splitk_tail import expected_loss
     except ImportError:
         return 0
-    answer = _lt().heuristic(m, n, k, "fp16", "fp32")
+    answer = _lt().heuristic(m, n, k, dtype, out)
     return expected_loss(answer, k, 64)
 
 
-def _check_against_cublas(m: int, n: int, k: int, seed: int, record_property: Any) -> None:
-    from fixbits.kernels.matmul import MatmulUnavailable, cublas_matmul, matmul
+def _out_dtype(dtype: str, out: str) -> str:
+    """``out`` is 'fp32' or 'narrow' (the input's own width: torch.mm's default); fp8 has fp32 only."""
+    if out == "fp32":
+        return "fp32"
+    if dtype.startswith("fp8"):
+        pytest.skip("fp8 inputs: the arch profiles hold fp32 outputs only")
+    return dtype
 
+
+def _operand(shape: tuple[int, int], dtype: str, kind: str, seed: int) -> Any:
+    if dtype.startswith("fp8"):  # a scaled normal would overflow e4m3: the counter-hash draw, clamped to +-448
+        from fixbits.probe.hashdraw import torch_operand
+
+        return torch_operand(shape, dtype, kind, seed, "cuda")
+    return _draw(shape, dtype, kind, seed)
+
+
+def _reference(a: Any, b: Any, dtype: str, out: str) -> Any:
+    """cuBLAS's bytes: torch.mm for 16-bit inputs, cuBLASLt through fixbits's binding for fp8 (the
+    matmul description the fp8 profile was built with)."""
+    from fixbits.kernels.matmul import cublas_matmul
+
+    return _lt().matmul(a, b, out) if dtype.startswith("fp8") else cublas_matmul(a, b, out)
+
+
+def _check_against_cublas(m: int, n: int, k: int, dtype: str, out: str, seed: int, record_property: Any) -> None:
+    from fixbits.kernels.matmul import MatmulUnavailable, matmul
+
+    if dtype.startswith("fp8") and k % 16:
+        pytest.skip(f"K={k}: cuBLASLt's fp8 path needs K % 16 == 0 (the library has no algorithm)")
+    if _tail_loss(m, n, k, dtype, out):
+        pytest.skip("cuBLAS split-K tail defect shape: reported by test_tail_defect_shapes, never counted here")
     for kind, i in DRAWS:
-        s = _seed(m, n, k, kind, i, seed)
-        a = _draw((m, k), "fp16", kind, s)
-        b = _draw((k, n), "fp16", kind, s + 1)
+        s = _seed(m, n, k, dtype, out, kind, i, seed)
+        a = _operand((m, k), dtype, kind, s)
+        b = _operand((k, n), dtype, kind, s + 1)
         try:
-            ours = matmul(a, b, out_dtype="fp32")
+            ours = matmul(a, b, out_dtype=out)
         except MatmulUnavailable as exc:
-            pytest.skip(f"no descriptor for {m}x{n}x{k}: {exc}")
-        want = cublas_matmul(a, b, "fp32")
-        assert_bitwise_equal(ours, want, context={"shape": (m, n, k), "kind": kind, "seed": s})
+            pytest.skip(f"no descriptor for {m}x{n}x{k} {dtype}->{out}: {exc}")
+        want = _reference(a, b, dtype, out)
+        assert_bitwise_equal(ours, want, context={"shape": (m, n, k), "dtype": f"{dtype}->{out}", "kind": kind,
+                                                  "seed": s})  # fmt: skip
     record_property("draws", len(DRAWS))
 
 
+@pytest.mark.parametrize("out", ["fp32", "narrow"])
 @pytest.mark.parametrize("shape", _realistic())
-def test_matmul_returns_cublas_bytes_on_realistic_shapes(shape: Any, seed: int, record_property: Any) -> None:
-    if _tail_loss(shape.m, shape.n, shape.k):
-        pytest.skip(
-            "cuBLAS split-K tail defect shape: reported by test_tail_defect_shapes, never counted here"
-        )
-    _check_against_cublas(shape.m, shape.n, shape.k, seed, record_property)
+def test_matmul_returns_cublas_bytes_on_realistic_shapes(shape: Any, dtype: str, out: str, seed: int,
+                                                         record_property: Any) -> None:  # fmt: skip
+    _check_against_cublas(shape.m, shape.n, shape.k, dtype, _out_dtype(dtype, out), seed, record_property)
 
 
 @pytest.mark.fuzz
+@pytest.mark.parametrize("out", ["fp32", "narrow"])
 @pytest.mark.parametrize("index", range(40))
-def test_matmul_returns_cublas_bytes_on_fuzz_shapes(index: int, seed: int, record_property: Any) -> None:
+def test_matmul_returns_cublas_bytes_on_fuzz_shapes(index: int, dtype: str, out: str, seed: int,
+                                                    record_property: Any) -> None:  # fmt: skip
+    from fixbits.probe.sweep import fp8_aligned
     from fixbits.shapes import fuzz_shapes
 
     s = fuzz_shapes(seed, 40, max_elements=1 << 26)[index]
-    if _tail_loss(s.m, s.n, s.k):
-        pytest.skip("cuBLAS split-K tail defect shape: reported separately")
-    _check_against_cublas(s.m, s.n, s.k, seed, record_property)
+    m, n, k = fp8_aligned(s.m, s.n, s.k) if dtype.startswith("fp8") else (s.m, s.n, s.k)
+    _check_against_cublas(m, n, k, dtype, _out_dtype(dtype, out), seed, record_property)
 
 
 @pytest.mark.parametrize("mnk", [(1, 8, 11528), (32, 32, 11528), (1, 8, 57608)])

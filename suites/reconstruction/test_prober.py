@@ -31,7 +31,6 @@ from fixbits.testing import assert_bitwise_equal
 pytestmark = pytest.mark.reconstruction
 
 DRAWS = tuple(("ordinary", i) for i in range(5)) + tuple(("wide", i) for i in range(5))
-DTYPES = ("fp16", "bf16")
 CELLS = 8
 EVIDENCE = PROFILE_DIR / "evidence"
 
@@ -72,6 +71,11 @@ def _gpu_draw(shape: tuple[int, int], dtype: str, kind: str, seed: int) -> Any:
 
     from fixbits.cublas.torch_dtypes import torch_dtype
 
+    if dtype.startswith("fp8"):  # a scaled normal would overflow e4m3: the counter-hash draw, clamped to +-448
+        from fixbits.probe.hashdraw import torch_operand
+
+        return torch_operand(shape, dtype, kind, seed, "cuda")
+
     g = torch.Generator(device="cuda")
     g.manual_seed(seed)
     x = torch.randn(shape, generator=g, device="cuda", dtype=torch.float32)
@@ -100,6 +104,8 @@ def _check_shape(m: int, n: int, k: int, dtype: str, arch: str | None, seed: int
     from fixbits.emulate import emulate
     from fixbits.probe.profile import NotInProfile
 
+    if dtype.startswith("fp8") and k % 16:
+        pytest.skip(f"K={k}: cuBLASLt's fp8 path needs K % 16 == 0 (the library has no algorithm)")
     prof = _profile_for(arch, dtype)
     answer = _lt().heuristic(m, n, k, dtype, "fp32")
     if _tail_loss(answer, k):
@@ -135,7 +141,6 @@ def _realistic() -> list[Any]:
 
 @pytest.mark.gpu("sm_90")
 @pytest.mark.nvidia
-@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", _realistic())
 def test_profile_returns_cublas_bytes_on_realistic_shapes(shape: Any, dtype: str, arch: str | None, seed: int,
                                                           record_property: Any) -> None:
@@ -144,14 +149,15 @@ def test_profile_returns_cublas_bytes_on_realistic_shapes(shape: Any, dtype: str
 
 @pytest.mark.gpu("sm_90")
 @pytest.mark.nvidia
-@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("index", range(32))
 def test_profile_returns_cublas_bytes_on_fuzz_shapes(index: int, dtype: str, arch: str | None, seed: int,
                                                      record_property: Any) -> None:
+    from fixbits.probe.sweep import fp8_aligned
     from fixbits.shapes import fuzz_shapes
 
     s = fuzz_shapes(seed, 32, max_elements=1 << 28)[index]
-    _check_shape(s.m, s.n, s.k, dtype, arch, seed, record_property)
+    m, n, k = fp8_aligned(s.m, s.n, s.k) if dtype.startswith("fp8") else (s.m, s.n, s.k)
+    _check_shape(m, n, k, dtype, arch, seed, record_property)
 
 
 @pytest.mark.gpu("sm_90")
