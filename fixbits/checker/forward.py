@@ -366,6 +366,8 @@ def _interp(nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str]
                 memo[k.digest] = got
             kids.append(got)
         return Node(first.kind, first.attrs, tuple(kids))
+    idx_key: tuple[int, ...] | None = None
+    zeros: list[int] | None = None
     for i in range(len(first.kids)):
         uniq: dict[bytes, int] = {}
         sub: list[Node] = []
@@ -377,8 +379,25 @@ def _interp(nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str]
                 j = uniq[k.digest] = len(sub)
                 sub.append(k)
             remap.append(j)
-        sidx = [remap[u] for u in idx]
-        key = (tuple(uniq), tuple(sidx))
+        if len(sub) == 1:  # every reader sees this one kid: the single-tree case (its memo key)
+            got = memo.get(sub[0].digest)
+            if got is None:
+                if zeros is None:
+                    zeros = [0] * len(idx)
+                got = _interp(sub, zeros, tids, rsyms, memo)
+                if got is None:
+                    return None
+                memo[sub[0].digest] = got
+            kids.append(got)
+            continue
+        if len(sub) == len(nodes):  # as many kids as parents: the reader -> tree map is unchanged
+            sidx = idx
+            if idx_key is None:
+                idx_key = tuple(idx)
+            key = (tuple(uniq), idx_key)
+        else:
+            sidx = [remap[u] for u in idx]
+            key = (tuple(uniq), tuple(sidx))
         got = memo.get(key)
         if got is None:
             got = _interp(sub, sidx, tids, rsyms, memo)

@@ -864,8 +864,9 @@ class PTXWalk(Walk):
 
     # ---- store-to-load forwarding (forward.py) -------------------------------------------------
     def _fwd_generation(self) -> tuple[list[SmemEntry], dict[int, tuple[int, int, int]]] | None:
-        """The latest barrier generation's stores and the byte map {address - smem: (store,
-        writer thread, byte)}, when forwarding may read through them (see forward.py)."""
+        """The latest barrier generation's stores and the map {address - smem where a store
+        starts: (store, writer thread, 0)}, when forwarding may read through them (see
+        forward.py); None also when two (store, thread) pairs write one byte."""
         key = (id(self.smem), len(self.smem), self.bars)
         c = self._fwd_cache
         if c is not None and c[0] == key:
@@ -913,16 +914,19 @@ class PTXWalk(Walk):
             if tv is None:
                 return None
             preds.append(tv)
-        for t in range(ntid[0]):
-            for j, e in enumerate(gen):
-                pv = preds[j]
-                if pv is not None and not pv[t]:
-                    continue
-                base = vals[j][t]
-                for b in range(e.nbytes):
-                    if base + b in bmap:
-                        return None  # two writers of one byte
-                    bmap[base + b] = (j, t, b)
+        spans = []
+        for j, e in enumerate(gen):
+            pv, vj, nb = preds[j], vals[j], e.nbytes
+            for t in range(ntid[0]):
+                if pv is None or pv[t]:
+                    spans.append((vj[t], nb, j, t))
+        spans.sort()
+        end = None
+        for base, nb, j, t in spans:
+            if end is not None and base < end:
+                return None  # two writers of one byte
+            end = base + nb
+            bmap[base] = (j, t, 0)  # reads start where a store starts (_fwd_read), so only starts are kept
         return gen, bmap
 
     def _fwd_setup(
