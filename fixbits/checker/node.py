@@ -37,6 +37,24 @@ def reset_interning() -> None:
     _INT_TABLE = {}
 
 
+_PREFIXES: dict[tuple, bytes] = {}
+
+
+def _prefix(kind: str, attrs: tuple) -> bytes:
+    """The digest's leading bytes for (kind, attrs): the attrs' repr is built once per distinct
+    pair (attrs that cannot be hashed are encoded every time)."""
+    try:
+        got = _PREFIXES.get((kind, attrs))
+    except TypeError:
+        return kind.encode() + (b"\x00()\x00" if attrs == () else b"\x00" + repr(attrs).encode() + b"\x00")
+    if got is None:
+        got = kind.encode() + (b"\x00()\x00" if attrs == () else b"\x00" + repr(attrs).encode() + b"\x00")
+        if len(_PREFIXES) > 200_000:
+            _PREFIXES.clear()
+        _PREFIXES[(kind, attrs)] = got
+    return got
+
+
 def _digest_of(n: Node) -> bytes:
     return n.digest
 
@@ -64,21 +82,23 @@ class Node:
         self.attrs = attrs
         self.kids = kids
         self.poly = poly
-        h = _blake2b(kind.encode(), digest_size=16)
-        h.update(b"\x00()\x00" if attrs == () else b"\x00" + repr(attrs).encode() + b"\x00")
+        pre = _prefix(kind, attrs)
         variant = kind in _VARIANT_KINDS or (poly is not None and poly.is_variant())
         exchange = kind in _EXCHANGE
         combines = kind in _COMBINING
-        for k in kids:
-            h.update(k.digest)
-            if k.variant:
-                variant = True
-            if k.exchange:
-                exchange = True
-            if k.combines:
-                combines = True
+        if kids:
+            # one digest call over the concatenation: the same bytes as feeding them one by one
+            self.digest = _blake2b(pre + b"".join([k.digest for k in kids]), digest_size=16).digest()
+            for k in kids:
+                if k.variant:
+                    variant = True
+                if k.exchange:
+                    exchange = True
+                if k.combines:
+                    combines = True
+        else:
+            self.digest = _blake2b(pre, digest_size=16).digest()
         self.combines = combines
-        self.digest = h.digest()
         self.variant = variant
         # a value that came from another lane, warp or iteration: no change of coordinates removes it
         self.exchange = exchange

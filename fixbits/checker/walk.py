@@ -125,6 +125,7 @@ class Walk:
         self.bar_clean: list[bool] = [True]
         self.cp_open = False
         self.other_async = False
+        self.unmodelled_smem = False
         self.fwd_bar: int | None = None
         self.fwd_race = False
 
@@ -361,8 +362,8 @@ class Walk:
                     bar=self.bars,
                 )
             )
-            if e.kind == "async":
-                self.cp_open = True
+            if e.kind == "async" and e.value.kind == "cpasync":
+                self.cp_open = True  # (a TMA load is not waited with cp.async.wait_group)
         if cp_before:
             self.cp_open = True
         self.epoch += 1
@@ -397,6 +398,7 @@ class Walk:
                 self.other_async = True  # TMA: completes on an mbarrier the walk does not model
         if value.kind == "smemwrite":
             self.other_async = True  # an unmodelled write: no slot's writer is known
+            self.unmodelled_smem = True
         self.smem.append(SmemEntry(kind, addr, value, pred, nbytes, self.epoch, bar=self.bars))
 
     def smem_uniform(self, nbytes: int, any_lane_halves: bool = False) -> Node | None:

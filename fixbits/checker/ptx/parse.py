@@ -208,6 +208,12 @@ def _instructions(body: str, name: str) -> list[Inst]:
                     elif reg:
                         scopes[-1][reg] = f"{reg}@{sid}"
             continue  # other directives (.loc, .pragma, .shared) carry no value semantics
+        top = len(scopes) == 1
+        if top:
+            hit = _INST_CACHE.get(st)
+            if hit is not None:
+                insts.append(hit)
+                continue
         m = _STMT_RE.match(st)
         if not m:
             raise PTXError(f"entry {name}: cannot read statement {st[:80]!r}")
@@ -219,8 +225,18 @@ def _instructions(body: str, name: str) -> list[Inst]:
                 pred = _rename(pred, scopes)
             if op.split(".")[0] == "bra" and args:
                 args = (_rename_label(args[0], scopes),) + args[1:]
-        insts.append(Inst(pred, bool(neg), op, args, st))
+        inst = Inst(pred, bool(neg), op, args, st)
+        if top:
+            if len(_INST_CACHE) > 200_000:
+                _INST_CACHE.clear()
+            _INST_CACHE[st] = inst
+        insts.append(inst)
     return insts
+
+
+# statement text -> instruction, for statements outside inner scopes (no register renaming):
+# the configs of one kernel share most of their lines, and an Inst is immutable
+_INST_CACHE: dict[str, Inst] = {}
 
 
 _REG_RE = re.compile(r"%[\w$]+")

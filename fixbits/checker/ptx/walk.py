@@ -24,6 +24,7 @@ from fixbits.checker.node import Node, Root, const_bits, int_node, opaque
 from fixbits.checker.ptx.parse import Entry, Inst, split_args
 from fixbits.checker.walk import (
     TRUE,
+    UNDEF,
     SmemEntry,
     Unsupported,
     Walk,
@@ -47,8 +48,12 @@ _HARMLESS = (
     "cp.async.commit_group", "cp.async.wait_group", "cp.async.wait_all", "cp.async.bulk.commit_group",
     "cp.async.bulk.wait_group", "mbarrier.", "prefetch", "griddepcontrol", "nanosleep", "setmaxnreg",
     "elect.sync", "fence.proxy", "tcgen05.fence", "tcgen05.wait", "tcgen05.commit", "discard",
-    "applypriority", "cp.async.mbarrier", "tensormap.cp_fenceproxy", "pmevent", "bar.warp.sync",
+    "applypriority", "cp.async.mbarrier", "pmevent", "bar.warp.sync",
 )  # fmt: skip
+# tensormap.replace .elemtype codes -> element bytes (PTX ISA, tensormap.replace)
+_TMAP_ELEM_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 4, 9: 8, 10: 2, 11: 4, 12: 4}
+# tensormap.replace .swizzle_mode codes -> bytes a swizzle pattern permutes within (0: none)
+_TMAP_SWIZZLE_SPAN = {0: 0, 1: 32, 2: 64, 3: 128}
 _BLOCK_BARRIERS = ("bar.sync", "barrier.sync", "barrier.sync.aligned")
 _SMEM_WAITS = ("cp.async.wait", "cp.async.bulk.wait", "mbarrier.try_wait", "mbarrier.test_wait", "mbarrier.wait",
                "fence.proxy", "cp.async.mbarrier")  # fmt: skip
@@ -91,6 +96,10 @@ class PTXWalk(Walk):
         self._fwd_cache: tuple | None = None
         self._fwd_env_cache: list[dict[str, int]] | None = None
         self._fwd_memo: dict[bytes, bool] = {}
+        # device-side TMA descriptors: fields per shared-memory template and per global copy
+        self.tmap_tpl: dict[tuple, dict[tuple[str, int | None], Node]] = {}
+        self.tmaps: dict[tuple, dict[tuple[str, int | None], Node]] = {}
+        self.tmap_in_loop = False
         self._decode()
         for d, n in zip("xyz", self.ntid or (0, 0, 0), strict=False):
             if self.ntid is None:
@@ -705,6 +714,10 @@ class PTXWalk(Walk):
         if ins.op.startswith("cp.async.bulk.tensor") and ".global.shared" in ins.op:
             desc = self._tma_operand(ins.args[0])
             src = self.addr(ins.args[1])
+            tile = self._tma_store_tile(desc, src)
+            if tile is not None:
+                self.roots.append(tile)
+                return None
             stores = [e for e in self.smem if e.kind == "st"]
             uniform = self.smem_uniform(stores[-1].nbytes) if stores else None
             base = desc.kids[0] if desc.kind == "tmaop" and desc.kids else desc
@@ -724,6 +737,145 @@ class PTXWalk(Walk):
                 self.roots.append(Root(param, 0, desc, Node("tma_store", (ins.op,), (tile,)), False))
             return None
         return False
+
+    # ---- device-side TMA descriptors ------------------------------------------------------------
+    def op_tensormap(self, ins: Inst, parts: list[str]) -> bool | None:
+        """tensormap.replace sets one field of a 128-byte descriptor template in shared memory;
+        tensormap.cp_fenceproxy copies a template to the global address TMA instructions name.
+        The fields are kept per template and per copy (not as effects: box sizes and swizzles
+        are speed knobs, and a TMA store is judged where it runs, by what its box reads)."""
+        if self.depth:
+            self.tmap_in_loop = True  # a descriptor rebuilt per iteration is not followed
+        if len(parts) > 3 and parts[1] == "replace" and parts[2] == "tile":
+            a = self.addr(ins.args[0])
+            rest = [x.strip() for x in ins.args[1:]]
+            idx = None
+            if len(rest) == 2:
+                imm = _imm(rest[0])
+                if imm is None:
+                    return False
+                idx = imm[0]
+            elif len(rest) != 1:
+                return False
+            v = self.val(rest[-1], 64 if parts[-1] == "b64" else 32)
+            tpl = self.tmap_tpl.setdefault(a.key(), {})
+            tpl[(parts[3], idx)] = v
+            # the template is shared memory: a forwarded read of these bytes must not see an
+            # older store (an entry of its own kind stops forwarding through this generation)
+            self.smem_store("tmap", int_node(a), Node("tmapfield", (parts[3], idx), (v,)), self.cur_pred(ins), 128)
+            return None
+        if len(parts) > 1 and parts[1] == "cp_fenceproxy" and len(ins.args) >= 2:
+            dst, src = self.addr(ins.args[0]), self.addr(ins.args[1])
+            # the template's fields since its last publication: a field not replaced since then
+            # is not known (what was zero-filled or left over is not followed)
+            tpl = self.tmap_tpl.pop(src.key(), None)
+            if tpl is None:
+                self.tmaps.pop(dst.key(), None)
+            else:
+                self.tmaps[dst.key()] = tpl
+            return None
+        return False
+
+    def _tma_store_tile(self, desc: Node, src: Poly) -> Root | None:
+        """A TMA store of a tile in which every element holds one coordinate-free tree, proven
+        from the latest barrier generation (a relative root in the output's own coordinates), or
+        None (the caller keeps the physical form).
+
+        The descriptor must be one this kernel built (tensormap.replace, then cp_fenceproxy to
+        the address the store names), of tile mode, every box dimension and element stride
+        known, no interleave, and a swizzle span equal to the box's row bytes (the swizzle then
+        permutes bytes within each row, so the box reads exactly [src, src + box bytes)). Every
+        byte of that range must be written by a store of the latest generation (stores after the
+        last-but-one block barrier, none since the last), the block barriers clean of open
+        cp.async. TMA loads of earlier generations are allowed: a load into these bytes that
+        lands after the generation's stores would race with them, which the PTX memory model
+        leaves undefined and which every kernel Triton emits excludes (its waits are mbarrier
+        phases the walk does not follow)."""
+        if self.depth or self.pc or self.tmap_in_loop:
+            return None
+        base = desc.kids[0] if desc.kind == "tmaop" and desc.kids else desc
+        if base.poly is None:
+            return None
+        fields = self.tmaps.get(base.poly.key())
+        if not fields:
+            return None
+
+        def const(name: str, idx: int | None = None) -> int | None:
+            n = fields.get((name, idx))
+            if n is None or n.poly is None or not n.poly.is_const():
+                return None
+            return n.poly.const_value()
+
+        rank = const("rank")
+        etype = const("elemtype")
+        swz = const("swizzle_mode")
+        if rank is None or not 0 <= rank < 5 or etype not in _TMAP_ELEM_BYTES or swz not in _TMAP_SWIZZLE_SPAN:
+            return None
+        if const("interleave_layout") != 0:
+            return None
+        dims = rank + 1
+        box = [const("box_dim", i) for i in range(dims)]
+        if any(b is None or b <= 0 for b in box) or any(const("element_stride", i) != 1 for i in range(dims)):
+            return None
+        esize = _TMAP_ELEM_BYTES[etype]
+        span = _TMAP_SWIZZLE_SPAN[swz]
+        row = box[0] * esize  # type: ignore[operator]
+        if span and row != span:
+            return None
+        total = esize
+        for b in box:
+            total *= b  # type: ignore[operator]
+        rel = src - Poly.sym("smem")
+        if not rel.is_const():
+            return None
+        start = rel.const_value()
+        if span and start % span:
+            return None
+        g = self._fwd_generation(allow_tma=True)
+        if g is None:
+            return None
+        gen, bmap = g
+        tree: Node | None = None
+        pos = start
+        while pos < start + total:
+            hit = bmap.get(pos)
+            if hit is None:
+                return None
+            e = gen[hit[0]]
+            if e.nbytes == esize:
+                elems = [e.value]
+            elif (
+                e.nbytes % esize == 0
+                and e.value.kind == "pack"
+                and e.value.attrs == (8 * esize,)
+                and len(e.value.kids) == e.nbytes // esize
+            ):
+                elems = list(e.value.kids)
+            else:
+                return None
+            for el in elems:
+                if el.variant or (tree is not None and el.digest != tree.digest):
+                    return None
+                tree = el
+            pos += e.nbytes
+        if tree is None or pos != start + total:
+            return None
+        gaddr = fields.get(("global_address", None))
+        if gaddr is None or gaddr.poly is None:
+            return None
+        param = next(
+            (m[0] for m, c in sorted(gaddr.poly.terms.items()) if len(m) == 1 and m[0].startswith("p:") and c == 1),
+            None,
+        )
+        if param is None:
+            return None
+        layout = tuple(fields.get(("global_dim", i), UNDEF) for i in range(dims)) + tuple(
+            fields.get(("global_stride", i), UNDEF) for i in range(dims - 1)
+        )
+        if any(n.variant for n in layout):
+            return None
+        value = Node("tma_store", ("tile", dims, etype), (tree, int_node(gaddr.poly)) + layout)
+        return Root(param, esize, int_node(gaddr.poly), value, True)
 
     def _tma_operand(self, a: str) -> Node:
         inner = a.strip()[1:-1]
@@ -863,19 +1015,24 @@ class PTXWalk(Walk):
 
 
     # ---- store-to-load forwarding (forward.py) -------------------------------------------------
-    def _fwd_generation(self) -> tuple[list[SmemEntry], dict[int, tuple[int, int, int]]] | None:
+    def _fwd_generation(
+        self, allow_tma: bool = False
+    ) -> tuple[list[SmemEntry], dict[int, tuple[int, int, int]]] | None:
         """The latest barrier generation's stores and the map {address - smem where a store
         starts: (store, writer thread, 0)}, when forwarding may read through them (see
-        forward.py); None also when two (store, thread) pairs write one byte."""
-        key = (id(self.smem), len(self.smem), self.bars)
+        forward.py); None also when two (store, thread) pairs write one byte. ``allow_tma``:
+        TMA loads of earlier generations do not stop it (see _tma_store_tile)."""
+        key = (id(self.smem), len(self.smem), self.bars, allow_tma)
         c = self._fwd_cache
         if c is not None and c[0] == key:
             return c[1]
-        res = self._fwd_generation_uncached()
+        res = self._fwd_generation_uncached(allow_tma)
         self._fwd_cache = (key, res, self.smem)
         return res
 
-    def _fwd_generation_uncached(self) -> tuple[list[SmemEntry], dict[int, tuple[int, int, int]]] | None:
+    def _fwd_generation_uncached(
+        self, allow_tma: bool = False
+    ) -> tuple[list[SmemEntry], dict[int, tuple[int, int, int]]] | None:
         ntid = self.ntid
         if (
             self.smem_decls != 1
@@ -884,7 +1041,8 @@ class PTXWalk(Walk):
             or ntid[2] != 1
             or ntid[0] & (ntid[0] - 1)
             or ntid[0] < 32
-            or self.other_async
+            or self.unmodelled_smem
+            or (self.other_async and not allow_tma)
             or self.bars < 1
             or not self.bar_clean[self.bars - 1]
         ):

@@ -1,0 +1,173 @@
+"""TMA stores through a descriptor the kernel built itself (tensormap.replace + cp_fenceproxy):
+the box a store reads is known from the descriptor's fields, so when the latest barrier
+generation wrote every byte of it with one coordinate-free tree the output is that tree, whatever
+the box, the swizzle or the thread layout; a tile that is not proven so stays physical."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixbits.checker.api import certified_equal, signature
+from fixbits.checker.signature import KernelSignature
+
+pytestmark = pytest.mark.unit
+
+# one warp: thread 0 fills a descriptor template at shared offset 0 and publishes it to the
+# scratch pointer; after a barrier every thread stores one f32 word (x[0] + 1, or what VALUE says)
+# at word DST of shared memory (over the template, as Triton reuses it); after a second barrier
+# thread 0 stores the box at tile (32 * ctaid.x, ctaid.y) through the descriptor.
+KERNEL = """.version 8.3
+.target sm_90a
+.address_size 64
+.extern .shared .align 1024 .b8 global_smem[];
+.visible .entry k(.param .u64 k_param_0, .param .u64 k_param_1, .param .u64 k_param_2,
+    .param .u32 k_param_3, .param .u32 k_param_4)
+.reqntid 32, 1, 1
+{
+\t.reg .pred %p<4>;
+\t.reg .b32 %r<40>;
+\t.reg .b64 %rd<20>;
+\tld.param.u64 %rd1, [k_param_0];
+\tld.param.u64 %rd2, [k_param_1];
+\tld.param.u64 %rd3, [k_param_2];
+\tld.param.u32 %r20, [k_param_3];
+\tld.param.u32 %r21, [k_param_4];
+\tmov.u32 %r1, %tid.x;
+\tmov.b32 %r30, global_smem;
+\tcvt.u64.u32 %rd4, %r30;
+\tsetp.eq.s32 %p1, %r1, 0;
+\tmul.wide.u32 %rd5, %r20, STRIDE;
+\t@%p1 tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%rd4 + 0], %rd2;
+\t@%p1 tensormap.replace.tile.rank.shared::cta.b1024.b32 [%rd4 + 0], 0x1;
+\t@%p1 tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%rd4 + 0], 0x0, BOX0;
+\t@%p1 tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%rd4 + 0], 0x1, BOX1;
+\t@%p1 tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%rd4 + 0], 0x0, %r20;
+\t@%p1 tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%rd4 + 0], 0x1, %r21;
+\t@%p1 tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%rd4 + 0], 0x0, %rd5;
+\t@%p1 tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%rd4 + 0], 0x0, 0x1;
+\t@%p1 tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%rd4 + 0], 0x1, 0x1;
+\t@%p1 tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%rd4 + 0], 0x7;
+\t@%p1 tensormap.replace.tile.interleave_layout.shared::cta.b1024.b32 [%rd4 + 0], 0x0;
+\t@%p1 tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%rd4 + 0], SWZ;
+\t@%p1 tensormap.replace.tile.fill_mode.shared::cta.b1024.b32 [%rd4 + 0], 0x0;
+\t@%p1 tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%rd3 + 0], [%rd4 + 0], 0x80;
+\tmov.u32 %r9, %ctaid.x;
+\tshl.b32 %r10, %r9, 5;
+\tmov.u32 %r11, %ctaid.y;
+\tmov.b32 %r31, 0;
+EARLY
+\tbar.sync 0;
+LATE
+\tVALUE
+\tadd.f32 %r5, %r4, 0f3F800000;
+\tDST
+\tshl.b32 %r7, %r6, 2;
+\tadd.s32 %r8, %r30, %r7;
+\tst.shared.b32 [%r8], %r5;
+\tbar.sync 0;
+AFTER
+\t@%p1 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd3, {%r10, %r11}], [%r30];
+\tcp.async.bulk.commit_group;
+\tcp.async.bulk.wait_group.read 0;
+\tret;
+}
+"""
+UNIFORM = "ld.global.b32 %r4, [%rd1];"
+PER_THREAD = """mul.wide.u32 %rd6, %r1, 4;
+\tadd.s64 %rd7, %rd1, %rd6;
+\tld.global.b32 %r4, [%rd7];"""
+IDENT = "mov.b32 %r6, %r1;"
+SWIZZLED = "xor.b32 %r6, %r1, 5;"
+# a TMA load of 128 bytes into the box's bytes (completion on an mbarrier at offset 2048)
+TMA_LOAD = """\tadd.s32 %r32, %r30, 2048;
+\t@%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r30], [%rd3, {%r10, %r11}], [%r32];"""
+
+
+def kernel(**kw: str) -> str:
+    parts = {"STRIDE": "4", "BOX0": "0x20", "BOX1": "0x1", "SWZ": "0x0", "EARLY": "", "LATE": "",
+             "VALUE": UNIFORM, "DST": IDENT, "AFTER": ""}  # fmt: skip
+    parts.update(kw)
+    text = KERNEL
+    for k, v in parts.items():
+        text = text.replace(k, v)
+    return text
+
+
+def sig(text: str) -> KernelSignature:
+    s = signature(text, "ptx")
+    assert s.fallback is None, s.fallback
+    return s
+
+
+def proven(s: KernelSignature) -> bool:
+    """The store became one relative root: the tile's tree in the output's coordinates."""
+    return not s.physical and [r.value.kind for o in s.outputs for r in o.roots] == ["tma_store"]
+
+
+def test_uniform_tile_is_one_relative_root_through_the_descriptors_pointer():
+    s = sig(kernel())
+    assert proven(s)
+    assert [o.param for o in s.outputs] == ["p:1"]  # the pointer inside the descriptor, not the scratch
+    assert s.effects == ()  # descriptor fields are not effects (box sizes are speed knobs)
+
+
+def test_thread_layout_and_swizzle_do_not_part():
+    base = sig(kernel())
+    assert certified_equal(base, sig(kernel(DST=SWIZZLED)))
+    assert certified_equal(base, sig(kernel(SWZ="0x3")))  # 128-byte rows: a permutation within each row
+
+
+def test_an_earlier_generations_tma_load_into_the_box_does_not_part():
+    # the load lands before the second generation's stores (anything else is a race)
+    assert certified_equal(sig(kernel()), sig(kernel(EARLY=TMA_LOAD)))
+
+
+def test_per_thread_values_are_not_one_tree():
+    s = sig(kernel(VALUE=PER_THREAD))
+    assert not proven(s)
+    assert not certified_equal(s, sig(kernel()))
+
+
+def test_box_larger_than_what_the_generation_wrote_is_not_proven():
+    s = sig(kernel(BOX1="0x2"))  # 256 bytes, 128 written
+    assert not proven(s)
+    assert not certified_equal(s, sig(kernel()))
+
+
+def test_swizzle_span_other_than_the_row_is_not_proven():
+    assert not proven(sig(kernel(SWZ="0x2")))  # 64-byte span over 128-byte rows
+
+
+def test_different_global_stride_stays_apart():
+    a, b = sig(kernel()), sig(kernel(STRIDE="8"))
+    assert proven(a) and proven(b)
+    assert not certified_equal(a, b)
+
+
+def test_tma_load_in_the_latest_generation_is_not_proven():
+    assert not proven(sig(kernel(LATE=TMA_LOAD)))
+
+
+def test_store_after_the_last_barrier_is_not_proven():
+    assert not proven(sig(kernel(AFTER="\tst.shared.b32 [%r30], %r5;")))
+
+
+def test_store_without_a_descriptor_built_here_is_not_proven():
+    text = kernel().replace(
+        "\t@%p1 tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned "
+        "[%rd3 + 0], [%rd4 + 0], 0x80;\n",
+        "",
+    )
+    assert not proven(sig(text))
+
+
+def test_fields_of_an_earlier_publication_are_not_reused():
+    # the template is published twice; the second time only the swizzle is replaced, so the
+    # descriptor the store names has no box, no address: not followed
+    publish = (
+        "\t@%p1 tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned "
+        "[%rd3 + 0], [%rd4 + 0], 0x80;\n"
+    )
+    again = "\t@%p1 tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%rd4 + 0], 0x0;\n" + publish
+    text = kernel().replace(publish, publish + again)
+    assert not proven(sig(text))
