@@ -289,8 +289,10 @@ def renamable(n: Node, memo: dict[bytes, bool]) -> bool:
     if got is not None:
         return got
     if n.poly is not None:
-        res = all(is_bit_symbol(s) or s.startswith(_INVARIANT_PREFIXES) or s in _BLOCK_TOKENS
-                  for s in n.poly.symbols())
+        res = all(
+            is_bit_symbol(s) or s.startswith(_INVARIANT_PREFIXES) or s in _BLOCK_TOKENS
+            for s in n.poly.symbols()
+        )
     elif n.kind == "load":
         res = n.attrs[0] == "global" and all(renamable(k, memo) for k in n.kids)
     elif n.kind in _RENAMABLE or (n.kind not in ("undef",) and not n.kids and n.kind in ("f", "const")):

@@ -449,7 +449,12 @@ class Walk:
 
     def smem_history(self) -> Node:
         key = (self.smem, len(self.smem))
-        if self._hist_key is None or self._hist_key[0] is not key[0] or self._hist_key[1] != key[1] or self._hist is None:
+        if (
+            self._hist_key is None
+            or self._hist_key[0] is not key[0]
+            or self._hist_key[1] != key[1]
+            or self._hist is None
+        ):
             entries = []
             for e in self.smem:
                 if e.node is None:

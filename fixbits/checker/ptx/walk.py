@@ -296,7 +296,9 @@ class PTXWalk(Walk):
         harmless = self._harmless[i]
         if harmless is not None:
             if harmless == "barrier":
-                block = ins.op in _BLOCK_BARRIERS and ins.pred is None and [a.strip() for a in ins.args] == ["0"]
+                block = (
+                    ins.op in _BLOCK_BARRIERS and ins.pred is None and [a.strip() for a in ins.args] == ["0"]
+                )
                 self.barrier(block and not self.pc)
             elif harmless == "wait":
                 self.smem_version += 1  # async copies may have landed
@@ -762,7 +764,9 @@ class PTXWalk(Walk):
             tpl[(parts[3], idx)] = v
             # the template is shared memory: a forwarded read of these bytes must not see an
             # older store (an entry of its own kind stops forwarding through this generation)
-            self.smem_store("tmap", int_node(a), Node("tmapfield", (parts[3], idx), (v,)), self.cur_pred(ins), 128)
+            self.smem_store(
+                "tmap", int_node(a), Node("tmapfield", (parts[3], idx), (v,)), self.cur_pred(ins), 128
+            )
             return None
         if len(parts) > 1 and parts[1] == "cp_fenceproxy" and len(ins.args) >= 2:
             dst, src = self.addr(ins.args[0]), self.addr(ins.args[1])
@@ -809,7 +813,12 @@ class PTXWalk(Walk):
         rank = const("rank")
         etype = const("elemtype")
         swz = const("swizzle_mode")
-        if rank is None or not 0 <= rank < 5 or etype not in _TMAP_ELEM_BYTES or swz not in _TMAP_SWIZZLE_SPAN:
+        if (
+            rank is None
+            or not 0 <= rank < 5
+            or etype not in _TMAP_ELEM_BYTES
+            or swz not in _TMAP_SWIZZLE_SPAN
+        ):
             return None
         if const("interleave_layout") != 0:
             return None
@@ -864,7 +873,11 @@ class PTXWalk(Walk):
         if gaddr is None or gaddr.poly is None:
             return None
         param = next(
-            (m[0] for m, c in sorted(gaddr.poly.terms.items()) if len(m) == 1 and m[0].startswith("p:") and c == 1),
+            (
+                m[0]
+                for m, c in sorted(gaddr.poly.terms.items())
+                if len(m) == 1 and m[0].startswith("p:") and c == 1
+            ),
             None,
         )
         if param is None:
@@ -1012,7 +1025,6 @@ class PTXWalk(Walk):
         for idx, r in enumerate(dregs):
             self.write(ins, r, Node("mma", (sig, idx), (olds[idx], a_node, b_node, TRUE)))
         return None
-
 
     # ---- store-to-load forwarding (forward.py) -------------------------------------------------
     def _fwd_generation(
