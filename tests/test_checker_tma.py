@@ -171,3 +171,22 @@ def test_fields_of_an_earlier_publication_are_not_reused():
     again = "\t@%p1 tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%rd4 + 0], 0x0;\n" + publish
     text = kernel().replace(publish, publish + again)
     assert not proven(sig(text))
+
+
+def test_real_triton_tma_gemm_configs_are_one_class(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """Triton's own PTX for sm_90 (compiled here, no GPU): the TMA-store GEMM of the corpus at two
+    tile shapes and two pipeline depths is one relative class (the H200 measured one byte class
+    over all 140 of its configs per dtype)."""
+    triton = pytest.importorskip("triton")
+    from fixbits.checker.partition import compile_case
+    from fixbits.checker.soundness import Case, load_families
+
+    monkeypatch.setattr(triton.knobs.cache, "dir", str(tmp_path))
+    fam = next(f for f in load_families() if f.name == "gemm_tma")
+    got = []
+    for bm, stages in ((64, 2), (128, 3)):
+        blocks = (("BLOCK_M", bm), ("BLOCK_N", 64), ("BLOCK_K", 64), ("GROUP_M", 1))
+        got.append(compile_case(fam, Case(fam.name, "fp16", False, blocks, 4, stages), "sm_90"))
+    assert all(not g.fallbacks and not g.physical for g in got), [g.fallbacks for g in got]
+    assert got[0].texts != got[1].texts  # different kernels
+    assert got[0].digest == got[1].digest

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import re
 from dataclasses import dataclass
@@ -119,9 +120,16 @@ def signature(text: str, isa: str | None = None, path: str | None = None) -> Ker
     if isa not in ("ptx", "amdgcn"):
         raise ValueError(f"unknown ISA {isa!r}; supported: 'ptx', 'amdgcn'")
     reset_interning()
+    # the walk builds hundreds of thousands of small acyclic objects (nodes, polynomials): the
+    # cyclic collector finds nothing in them and its passes over a large heap cost a third of
+    # the time, so it is paused for the walk (and left as it was found)
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
         return ptx_signature(text) if isa == "ptx" else gcn_signature(text)
     finally:
+        if was_enabled:
+            gc.enable()
         reset_interning()
 
 

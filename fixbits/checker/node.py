@@ -46,13 +46,17 @@ def _prefix(kind: str, attrs: tuple) -> bytes:
     try:
         got = _PREFIXES.get((kind, attrs))
     except TypeError:
-        return kind.encode() + (b"\x00()\x00" if attrs == () else b"\x00" + repr(attrs).encode() + b"\x00")
+        return _encode(kind, attrs)
     if got is None:
-        got = kind.encode() + (b"\x00()\x00" if attrs == () else b"\x00" + repr(attrs).encode() + b"\x00")
+        got = _encode(kind, attrs)
         if len(_PREFIXES) > 200_000:
             _PREFIXES.clear()
         _PREFIXES[(kind, attrs)] = got
     return got
+
+
+def _encode(kind: str, attrs: tuple) -> bytes:
+    return kind.encode() + (b"\x00()\x00" if attrs == () else b"\x00" + repr(attrs).encode() + b"\x00")
 
 
 def _digest_of(n: Node) -> bytes:
@@ -82,7 +86,7 @@ class Node:
         self.attrs = attrs
         self.kids = kids
         self.poly = poly
-        pre = _prefix(kind, attrs)
+        pre = _prefix(kind, attrs) if poly is None else _encode(kind, attrs)  # (int nodes are interned)
         variant = kind in _VARIANT_KINDS or (poly is not None and poly.is_variant())
         exchange = kind in _EXCHANGE
         combines = kind in _COMBINING
