@@ -50,6 +50,8 @@ _HARMLESS = (
     "elect.sync", "fence.proxy", "tcgen05.fence", "tcgen05.wait", "tcgen05.commit", "discard",
     "applypriority", "cp.async.mbarrier", "pmevent", "bar.warp.sync",
 )  # fmt: skip
+# symbols the same in every lane of a warp (parameters, block coordinates, block-level tokens)
+_LANE_FREE = ("p:", "ctaid.", "nctaid.", "Ti:")
 # tensormap.replace .elemtype codes -> element bytes (PTX ISA, tensormap.replace)
 _TMAP_ELEM_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 4, 9: 8, 10: 2, 11: 4, 12: 4}
 # tensormap.replace .swizzle_mode codes -> bytes a swizzle pattern permutes within (0: none)
@@ -835,39 +837,48 @@ class PTXWalk(Walk):
         for b in box:
             total *= b  # type: ignore[operator]
         rel = src - Poly.sym("smem")
-        if not rel.is_const():
-            return None
-        start = rel.const_value()
-        if span and start % span:
+        if not all(is_bit_symbol(x) for x in rel.symbols()):
             return None
         g = self._fwd_generation(allow_tma=True)
         if g is None:
             return None
         gen, bmap = g
+        assert self.ntid is not None
+        # the box of every thread that may issue the store (a warp each, say): all are checked
+        starts = (
+            sorted(set(fwd.eval_all(rel, self.ntid[0].bit_length() - 1)))
+            if not rel.is_const()
+            else [rel.const_value()]
+        )
         tree: Node | None = None
-        pos = start
-        while pos < start + total:
-            hit = bmap.get(pos)
-            if hit is None:
+        for start in starts:
+            if span and start % span:
                 return None
-            e = gen[hit[0]]
-            if e.nbytes == esize:
-                elems = [e.value]
-            elif (
-                e.nbytes % esize == 0
-                and e.value.kind == "pack"
-                and e.value.attrs == (8 * esize,)
-                and len(e.value.kids) == e.nbytes // esize
-            ):
-                elems = list(e.value.kids)
-            else:
-                return None
-            for el in elems:
-                if el.variant or (tree is not None and el.digest != tree.digest):
+            pos = start
+            while pos < start + total:
+                hit = bmap.get(pos)
+                if hit is None:
                     return None
-                tree = el
-            pos += e.nbytes
-        if tree is None or pos != start + total:
+                e = gen[hit[0]]
+                if e.nbytes == esize:
+                    elems = [e.value]
+                elif (
+                    e.nbytes % esize == 0
+                    and e.value.kind == "pack"
+                    and e.value.attrs == (8 * esize,)
+                    and len(e.value.kids) == e.nbytes // esize
+                ):
+                    elems = list(e.value.kids)
+                else:
+                    return None
+                for el in elems:
+                    if el.variant or (tree is not None and el.digest != tree.digest):
+                        return None
+                    tree = el
+                pos += e.nbytes
+            if pos != start + total:
+                return None
+        if tree is None:
             return None
         gaddr = fields.get(("global_address", None))
         if gaddr is None or gaddr.poly is None:
@@ -962,10 +973,40 @@ class PTXWalk(Walk):
         a = self.val(ins.args[1])
         b, c = self.val(ins.args[2]), self.val(ins.args[3])
         mask = self.val(ins.args[4]) if len(ins.args) > 4 else int_node(Poly.const(-1))
+        lane = self._uniform_lane(mode, a, b, c, mask)
+        if lane is not None:
+            # an integer of thread bits read from one fixed lane of the full warp (the
+            # warp-uniform warp id idiom): the same form with the lane bits of that lane
+            v = a.poly
+            assert v is not None
+            for i in range(5):
+                v = v.substitute(f"tx{i}", Poly.const((lane >> i) & 1))
+            self.write(ins, dsts[0], int_node(v))
+            if len(dsts) > 1:
+                self.write(ins, dsts[1], TRUE)
+            return None
         self.write(ins, dsts[0], Node("shfl", (mode,), (a, b, c, mask)))
         if len(dsts) > 1:
             self.write(ins, dsts[1], Node("shflpred", (mode,), (b, c, mask)))
         return None
+
+    def _uniform_lane(self, mode: str, a: Node, b: Node, c: Node, mask: Node) -> int | None:
+        """The source lane of shfl.idx from a constant lane of the whole warp (clamp 31, no
+        segments, every lane in the mask) of an integer made of thread bits and block-level
+        values only; None otherwise."""
+        if mode != "idx" or a.poly is None or self.special.get("laneid") is None:
+            return None
+        consts = []
+        for n in (b, c, mask):
+            if n.poly is None or not n.poly.is_const():
+                return None
+            consts.append(n.poly.const_value())
+        src, clamp, members = consts
+        if clamp != 31 or members & 0xFFFFFFFF != 0xFFFFFFFF or not 0 <= src < 32:
+            return None
+        if not all(is_bit_symbol(x) or x == "smem" or x.startswith(_LANE_FREE) for x in a.poly.symbols()):
+            return None
+        return src
 
     # ---- tensor cores ----------------------------------------------------------------------
     def op_wgmma(self, ins: Inst, parts: list[str]) -> bool | None:
