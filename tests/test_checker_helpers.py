@@ -159,3 +159,16 @@ def frozen_signature(name: str):  # type: ignore[no-untyped-def]
     from fixbits.checker.api import signature_of_file
 
     return signature_of_file(FROZEN / name)
+
+
+def ptx_kernel(params: list[str], ntid: int, body: str, *, target: str = "sm_90", smem_align: int = 0) -> str:
+    """One `.entry k` with the given parameter declarations, launch bound and body (the usual
+    predicate / 32-bit / 64-bit register files declared; a dynamic shared array when aligned)."""
+    smem = f".extern .shared .align {smem_align} .b8 global_smem[];\n" if smem_align else ""
+    decl = ",\n    ".join(f".param {p} k_param_{i}" for i, p in enumerate(params))
+    return (
+        f".version 8.3\n.target {target}\n.address_size 64\n{smem}"
+        f".visible .entry k({decl})\n.reqntid {ntid}, 1, 1\n{{\n"
+        "\t.reg .pred %p<4>;\n\t.reg .b32 %r<40>;\n\t.reg .b64 %rd<20>;\n"
+        f"{body}}}\n"
+    )

@@ -5,22 +5,17 @@ the same as computing it without the shuffle; anything else stays a shuffle."""
 from __future__ import annotations
 
 import pytest
+from test_checker_helpers import ptx_kernel
 
 from fixbits.checker.api import certified_equal, signature
 
 pytestmark = pytest.mark.unit
 
 # 128 threads; thread t stores x[W + (t & 31)] to out[t], W the warp's base computed by CALC
-KERNEL = """.version 8.0
-.target sm_90
-.address_size 64
-.visible .entry k(.param .u64 k_param_0, .param .u64 k_param_1)
-.reqntid 128, 1, 1
-{
-\t.reg .pred %p<4>;
-\t.reg .b32 %r<40>;
-\t.reg .b64 %rd<20>;
-\tld.param.u64 %rd1, [k_param_0];
+KERNEL = ptx_kernel(
+    [".u64", ".u64"],
+    128,
+    """\tld.param.u64 %rd1, [k_param_0];
 \tld.param.u64 %rd2, [k_param_1];
 \tmov.u32 %r1, %tid.x;
 \tshr.u32 %r2, %r1, 5;
@@ -35,8 +30,8 @@ CALC
 \tadd.s64 %rd6, %rd2, %rd5;
 \tst.global.b32 [%rd6], %r7;
 \tret;
-}
-"""
+""",
+)
 DIRECT = "\tmov.b32 %r3, %r2;"
 BROADCAST = "\tshfl.sync.idx.b32 %r3, %r2, 0, 31, -1;"
 

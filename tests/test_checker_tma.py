@@ -6,6 +6,7 @@ the box, the swizzle or the thread layout; a tile that is not proven so stays ph
 from __future__ import annotations
 
 import pytest
+from test_checker_helpers import ptx_kernel
 
 from fixbits.checker.api import certified_equal, signature
 from fixbits.checker.signature import KernelSignature
@@ -16,18 +17,10 @@ pytestmark = pytest.mark.unit
 # scratch pointer; after a barrier every thread stores one f32 word (x[0] + 1, or what VALUE says)
 # at word DST of shared memory (over the template, as Triton reuses it); after a second barrier
 # thread 0 stores the box at tile (32 * ctaid.x, ctaid.y) through the descriptor.
-KERNEL = """.version 8.3
-.target sm_90a
-.address_size 64
-.extern .shared .align 1024 .b8 global_smem[];
-.visible .entry k(.param .u64 k_param_0, .param .u64 k_param_1, .param .u64 k_param_2,
-    .param .u32 k_param_3, .param .u32 k_param_4)
-.reqntid 32, 1, 1
-{
-\t.reg .pred %p<4>;
-\t.reg .b32 %r<40>;
-\t.reg .b64 %rd<20>;
-\tld.param.u64 %rd1, [k_param_0];
+KERNEL = ptx_kernel(
+    [".u64", ".u64", ".u64", ".u32", ".u32"],
+    32,
+    """\tld.param.u64 %rd1, [k_param_0];
 \tld.param.u64 %rd2, [k_param_1];
 \tld.param.u64 %rd3, [k_param_2];
 \tld.param.u32 %r20, [k_param_3];
@@ -70,8 +63,10 @@ AFTER
 \tcp.async.bulk.commit_group;
 \tcp.async.bulk.wait_group.read 0;
 \tret;
-}
-"""
+""",
+    target="sm_90a",
+    smem_align=1024,
+)
 UNIFORM = "ld.global.b32 %r4, [%rd1];"
 PER_THREAD = """mul.wide.u32 %rd6, %r1, 4;
 \tadd.s64 %rd7, %rd1, %rd6;
