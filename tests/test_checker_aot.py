@@ -121,3 +121,25 @@ def test_runner_dry_run_plans_every_config() -> None:
         check=True, capture_output=True, text=True, cwd=ROOT,
     ).stdout  # fmt: skip
     assert f"total {want} configs" in out
+
+
+def test_a_store_signed_by_another_checker_is_refused(store: Path, tmp_path: Path) -> None:
+    """The device run takes its signatures from the store: made by another checker version they
+    are not this checker's verdict, so the runner stops and names the re-sign command."""
+    import shutil
+
+    from fixbits.checker.aot_build import checker_version, stale_signatures
+
+    assert stale_signatures(store) == (0, len((store / "kernels.jsonl").read_text().splitlines()))
+    old = tmp_path / "old_store"
+    shutil.copytree(store, old)
+    rows = [json.loads(x) for x in (old / "kernels.jsonl").read_text().splitlines()]
+    rows[0]["checker"] = "0" * 16
+    (old / "kernels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert stale_signatures(old) == (1, len(rows)) and checker_version() != "0" * 16
+    got = subprocess.run(
+        [sys.executable, str(RUNNER), "--out", str(tmp_path / "o"), "--aot", str(old), "--only", "row_sum"],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert got.returncode == 2, got.stderr[-2000:]
+    assert "1 of" in got.stderr and "--resign" in got.stderr

@@ -57,6 +57,7 @@ def _one(task: dict[str, Any]) -> dict[str, Any]:
                     "digest": s.digest if s.deterministic else None,
                     "fallback": s.fallback,
                     "physical": s.physical,
+                    "checker": _W.setdefault("checker", checker_version()),
                 }
             )
         out["kernels"] = kernels
@@ -116,6 +117,26 @@ def build(tasks: list[dict[str, Any]], store: str, ptx_dir: str | None, budget_s
     return 0
 
 
+def checker_version() -> str:
+    """A digest of the checker's own sources: a signature stored in the AOT store is only this
+    checker's verdict when the version it was made with matches."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.blake2b(digest_size=8)
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def stale_signatures(store: str | Path) -> tuple[int, int]:
+    """(kernels whose stored signature another checker made, kernels) in a store's manifest."""
+    path = Path(store) / "kernels.jsonl"
+    if not path.exists():
+        return 0, 0
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    mine = checker_version()
+    return sum(r.get("checker") != mine for r in rows), len(rows)
+
+
 def resign(store: str, ptx_dir: str) -> int:
     """Recompute every stored kernel's signature from its kept PTX with this checkout's checker
     (after a checker change, so the device's table reflects the checker being shipped)."""
@@ -125,6 +146,7 @@ def resign(store: str, ptx_dir: str) -> int:
     rows = [json.loads(x) for x in path.read_text().splitlines()]
     seen: dict[str, dict[str, Any]] = {}
     changed = 0
+    version = checker_version()
     for r in rows:
         got = seen.get(r["ptx_sha"])
         if got is None:
@@ -133,6 +155,7 @@ def resign(store: str, ptx_dir: str) -> int:
                 "digest": s.digest if s.deterministic else None,
                 "fallback": s.fallback,
                 "physical": s.physical,
+                "checker": version,
             }
             seen[r["ptx_sha"]] = got
         changed += got["digest"] != r["digest"]

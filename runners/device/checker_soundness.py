@@ -19,7 +19,8 @@ Compiling is what costs device time, so the configs can be compiled here on CPU 
 (resumable; the store keeps only cubin + metadata, keyed by source hash, target and options, plus
 each kernel's checker signature). On the device, ``--aot .aot/store.tar.xz`` unpacks it and
 serves the JIT's compile requests from it; a miss compiles as before, so a stale store only
-costs time. ``--resign`` re-signs the store from the kept PTX after a checker change.
+costs time. ``--resign`` re-signs the store from the kept PTX after a checker change; a store
+whose signatures another version of the checker made is refused until it is re-signed.
 """
 
 from __future__ import annotations
@@ -229,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--ptx-dir", default="", help="with --build-aot: also keep each kernel's PTX here")
     ap.add_argument(
+        "--allow-stale-signatures",
+        action="store_true",
+        help="with --aot: run even when the store's signatures were made by another checker version",
+    )
+    ap.add_argument(
         "--resign",
         action="store_true",
         help="with --build-aot and --ptx-dir: re-sign the store's kernels and exit",
@@ -306,6 +312,19 @@ def main(argv: list[str] | None = None) -> int:
         aot = os.path.join(tmp, subs[0]) if len(subs) == 1 else tmp
         print(f"aot store unpacked to {aot} in {time.time() - t_start:.1f}s", flush=True)
     args.aot = aot
+    if aot:
+        from fixbits.checker.aot_build import stale_signatures
+
+        stale, total = stale_signatures(aot)
+        if stale and not args.allow_stale_signatures:
+            print(
+                f"checker_soundness: {stale} of {total} signatures in the AOT store {aot} were made by "
+                "another version of the checker; re-sign it first (--build-aot STORE --ptx-dir PTX "
+                "--resign) or pass --allow-stale-signatures",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 2
     print(
         f"checker_soundness: {len(tasks)} configs, {workers} workers, budget {args.budget_s:.0f}s", flush=True
     )
