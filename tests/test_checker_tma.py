@@ -185,3 +185,13 @@ def test_real_triton_tma_gemm_configs_are_one_class(tmp_path, monkeypatch):  # t
     assert all(not g.fallbacks and not g.physical for g in got), [g.fallbacks for g in got]
     assert got[0].texts != got[1].texts  # different kernels
     assert got[0].digest == got[1].digest
+
+
+def test_explanations_name_the_descriptor_field_and_the_unproven_store():
+    from fixbits.checker.api import compare
+
+    base = sig(kernel())
+    stride = compare(base, sig(kernel(STRIDE="8"))).reason
+    assert "descriptor differs in its global stride 0" in stride and "8*p:3" in stride
+    unproven = compare(sig(kernel(VALUE=PER_THREAD)), base).reason
+    assert unproven.startswith("B's TMA store is proven") and "A's is not" in unproven

@@ -81,6 +81,17 @@ def first_difference(a: Node, b: Node, path: str = "") -> str:
         )
     if a.kind == b.kind == "balanced" and a.attrs != b.attrs:
         return f"A is a balanced tree of height {a.attrs[1]}, B of height {b.attrs[1]}"
+    if a.kind == b.kind == "tma_store" and a.attrs[:2] == b.attrs[:2] == ("tile", len(a.kids) // 2):
+        if a.kids[0].digest != b.kids[0].digest:
+            return first_difference(a.kids[0], b.kids[0], path)
+        dims = a.attrs[1]
+        names = ["global address"] + [f"global dimension {i}" for i in range(dims)]
+        names += [f"global stride {i}" for i in range(dims - 1)]
+        for name, ka, kb in zip(names, a.kids[1:], b.kids[1:], strict=False):
+            if ka.digest != kb.digest:
+                return f"the TMA store's descriptor differs in its {name}: A {_describe_node(ka)}, B {_describe_node(kb)}"
+    if a.kind == b.kind == "tma_store" and a.attrs != b.attrs:
+        return f"the TMA stores' descriptors differ (rank, element type): A {a.attrs[1:]}, B {b.attrs[1:]}"
     if a.kind == b.kind and a.attrs == b.attrs and len(a.kids) == len(b.kids):
         for ka, kb in zip(a.kids, b.kids, strict=False):
             if ka.digest != kb.digest:
@@ -95,6 +106,10 @@ def first_difference(a: Node, b: Node, path: str = "") -> str:
     return f"A has {_describe_node(a)}, B has {_describe_node(b)}"
 
 
+def _proven_tma(s: KernelSignature) -> bool:
+    return any(r.relative and r.value.kind == "tma_store" for o in s.outputs for r in o.roots)
+
+
 def explain(a: KernelSignature, b: KernelSignature) -> str:
     if a.isa != b.isa:
         return f"different instruction sets ({a.isa} vs {b.isa})"
@@ -107,6 +122,14 @@ def explain(a: KernelSignature, b: KernelSignature) -> str:
     pa = {o.param: o for o in a.outputs}
     pb = {o.param: o for o in b.outputs}
     if set(pa) != set(pb):
+        ta, tb = _proven_tma(a), _proven_tma(b)
+        if ta != tb:
+            yes, no = ("A", "B") if ta else ("B", "A")
+            return (
+                f"{yes}'s TMA store is proven to write one tree per tile through its descriptor's pointer; "
+                f"{no}'s is not (its tile is not one coordinate-free tree written by the last barrier "
+                "generation, or its descriptor is not followed), so it stays keyed on the descriptor's address"
+            )
         return f"they store through different outputs: A {sorted(pa)}, B {sorted(pb)}"
     for idx, param in enumerate(sorted(pa)):
         oa, ob = pa[param], pb[param]
