@@ -195,3 +195,11 @@ def test_explanations_name_the_descriptor_field_and_the_unproven_store():
     assert "descriptor differs in its global stride 0" in stride and "8*p:3" in stride
     unproven = compare(sig(kernel(VALUE=PER_THREAD)), base).reason
     assert unproven.startswith("B's TMA store is proven") and "A's is not" in unproven
+
+
+def test_a_layout_field_not_replaced_is_not_proven():
+    text = kernel().replace(
+        "\t@%p1 tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%rd4 + 0], 0x0, %rd5;\n", ""
+    )
+    assert "global_stride" not in text
+    assert not proven(sig(text))

@@ -896,8 +896,8 @@ class PTXWalk(Walk):
         layout = tuple(fields.get(("global_dim", i), UNDEF) for i in range(dims)) + tuple(
             fields.get(("global_stride", i), UNDEF) for i in range(dims - 1)
         )
-        if any(n.variant for n in layout):
-            return None
+        if any(n is UNDEF or n.variant for n in layout):
+            return None  # a field not replaced since the last publication holds whatever was there
         value = Node("tma_store", ("tile", dims, etype), (tree, int_node(gaddr.poly)) + layout)
         return Root(param, esize, int_node(gaddr.poly), value, True)
 
