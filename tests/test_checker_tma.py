@@ -203,3 +203,29 @@ def test_a_layout_field_not_replaced_is_not_proven():
     )
     assert "global_stride" not in text
     assert not proven(sig(text))
+
+
+_PUBLISH_ARGS = "[%rd3 + 0], [%rd4 + 0], 0x80"
+_STORE_ARGS = "[%rd3, {%r10, %r11}], [%r30];"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("tensormap.replace.tile.rank.shared::cta.b1024.b32 [%rd4 + 0], 0x1", "tensormap.replace.tile.rank.shared::cta.b1024.b32"),
+        ("[%rd4 + 0], 0x0, 0x20", "[%rd4 + 0], %r1, 0x20"),
+        ("[%rd4 + 0], 0x7", "[%rd4 + 0], 0x7, 0x1, 0x2"),
+        ("tensormap.replace.tile.fill_mode.shared::cta.b1024.b32", "tensormap.replace"),
+        (_PUBLISH_ARGS, "[%rd3 + 0]"),
+        (_PUBLISH_ARGS, ""),
+        (_STORE_ARGS, "[%rd3, {%r10, %r11}], [%r30 + %r1];"),
+        (_STORE_ARGS, "[%rd3, {%r10, %r11}];"),
+    ],
+    ids=["replace-no-operands", "replace-register-index", "replace-extra-operands", "replace-no-field",
+         "publish-one-operand", "publish-no-operands", "store-unreadable-source", "store-no-source"],
+)  # fmt: skip
+def test_malformed_descriptor_instructions_never_crash_nor_equal(old: str, new: str):
+    base = kernel()
+    assert old in base
+    s = signature(base.replace(old, new), "ptx")  # a text fallback is allowed, a crash is not
+    assert not certified_equal(s, sig(base))
