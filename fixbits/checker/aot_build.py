@@ -23,6 +23,7 @@ def _init(store: str, ptx_dir: str | None) -> None:
     os.environ.setdefault("TRITON_CACHE_DIR", str(Path(store).parent / ".aot_triton_cache"))
     _W["store"] = Path(store)
     _W["ptx_dir"] = Path(ptx_dir) if ptx_dir else None
+    _W["checker"] = checker_version()
 
 
 def _one(task: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +58,7 @@ def _one(task: dict[str, Any]) -> dict[str, Any]:
                     "digest": s.digest if s.deterministic else None,
                     "fallback": s.fallback,
                     "physical": s.physical,
-                    "checker": _W.setdefault("checker", checker_version()),
+                    "checker": _W["checker"],
                 }
             )
         out["kernels"] = kernels

@@ -81,17 +81,19 @@ def first_difference(a: Node, b: Node, path: str = "") -> str:
         )
     if a.kind == b.kind == "balanced" and a.attrs != b.attrs:
         return f"A is a balanced tree of height {a.attrs[1]}, B of height {b.attrs[1]}"
-    if a.kind == b.kind == "tma_store" and a.attrs[:2] == b.attrs[:2] == ("tile", len(a.kids) // 2):
+    if a.kind == b.kind == "tma_store" and a.attrs[0] == b.attrs[0] == "tile":
+        if a.attrs != b.attrs:
+            return (
+                f"the TMA stores' descriptors differ (rank, element type): A {a.attrs[1:]}, B {b.attrs[1:]}"
+            )
         if a.kids[0].digest != b.kids[0].digest:
             return first_difference(a.kids[0], b.kids[0], path)
         dims = a.attrs[1]
         names = ["global address"] + [f"global dimension {i}" for i in range(dims)]
         names += [f"global stride {i}" for i in range(dims - 1)]
-        for name, ka, kb in zip(names, a.kids[1:], b.kids[1:], strict=False):
+        for name, ka, kb in zip(names, a.kids[1:], b.kids[1:], strict=True):
             if ka.digest != kb.digest:
                 return f"the TMA store's descriptor differs in its {name}: A {_describe_node(ka)}, B {_describe_node(kb)}"
-    if a.kind == b.kind == "tma_store" and a.attrs != b.attrs:
-        return f"the TMA stores' descriptors differ (rank, element type): A {a.attrs[1:]}, B {b.attrs[1:]}"
     if a.kind == b.kind and a.attrs == b.attrs and len(a.kids) == len(b.kids):
         for ka, kb in zip(a.kids, b.kids, strict=False):
             if ka.digest != kb.digest:

@@ -45,7 +45,7 @@ _RENAMABLE = frozenset({
     "select", "cmp", "and", "not", "or", "load", "mmafold", "true", "ex2", "lg2", "sqrt", "rsqrt",
     "rcp", "div", "const", "bits", "relu", "f",
 })  # fmt: skip
-_INVARIANT_PREFIXES = ("p:", "ctaid.", "nctaid.", "Ti:")
+INVARIANT_PREFIXES = ("p:", "ctaid.", "nctaid.", "Ti:")  # the same in every thread of a block
 
 # opaque "Tv:" tokens made of block-level inputs only (block coordinates, parameters): the same
 # in every thread of one block, so a writer's token is the reader's. Names are digests of the
@@ -55,7 +55,7 @@ _BLOCK_TOKENS: set[str] = set()
 
 def block_level(p: Poly) -> bool:
     """True when ``p`` has one value in every thread of a block (no thread bit, data or state)."""
-    return all(s.startswith(_INVARIANT_PREFIXES) or s in _BLOCK_TOKENS for s in p.symbols())
+    return all(s.startswith(INVARIANT_PREFIXES) or s in _BLOCK_TOKENS for s in p.symbols())
 
 
 def note_block_token(p: Poly) -> None:
@@ -290,7 +290,7 @@ def renamable(n: Node, memo: dict[bytes, bool]) -> bool:
         return got
     if n.poly is not None:
         res = all(
-            is_bit_symbol(s) or s.startswith(_INVARIANT_PREFIXES) or s in _BLOCK_TOKENS
+            is_bit_symbol(s) or s.startswith(INVARIANT_PREFIXES) or s in _BLOCK_TOKENS
             for s in n.poly.symbols()
         )
     elif n.kind == "load":

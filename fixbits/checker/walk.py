@@ -124,8 +124,8 @@ class Walk:
         self.bars = 0
         self.bar_clean: list[bool] = [True]
         self.cp_open = False
-        self.other_async = False
-        self.unmodelled_smem = False
+        self.tma_loads = False  # a TMA load completes on an mbarrier the walk does not follow
+        self.unmodelled_smem = False  # a write whose slot and value the walk does not know
         self.fwd_bar: int | None = None
         self.fwd_race = False
 
@@ -375,11 +375,7 @@ class Walk:
             for k, piece in enumerate(v.kids):
                 self.global_store(addr + Poly.const(k * w), piece, w)
             return
-        param = next(
-            (m[0] for m, c in sorted(addr.terms.items()) if len(m) == 1 and m[0].startswith("p:") and c == 1),
-            "?",
-        )
-        self.roots.append(Root(param, nbytes, int_node(addr), v, False))
+        self.roots.append(Root(pointer_param(addr) or "?", nbytes, int_node(addr), v, False))
 
     # ---- shared memory -----------------------------------------------------------------
     def smem_store(self, kind: str, addr: Node, value: Node, pred: Node | None, nbytes: int) -> None:
@@ -395,9 +391,8 @@ class Walk:
             if value.kind == "cpasync":
                 self.cp_open = True
             else:
-                self.other_async = True  # TMA: completes on an mbarrier the walk does not model
+                self.tma_loads = True
         if value.kind == "smemwrite":
-            self.other_async = True  # an unmodelled write: no slot's writer is known
             self.unmodelled_smem = True
         self.smem.append(SmemEntry(kind, addr, value, pred, nbytes, self.epoch, bar=self.bars))
 
@@ -497,6 +492,14 @@ def _leaf(kind: str, attr: str | int) -> Node:
             _LEAVES.clear()
         n = _LEAVES[key] = Node(kind, (attr,))
     return n
+
+
+def pointer_param(addr: Poly) -> str | None:
+    """The pointer parameter an address is taken from (its first parameter term of coefficient 1)."""
+    return next(
+        (m[0] for m, c in sorted(addr.terms.items()) if len(m) == 1 and m[0].startswith("p:") and c == 1),
+        None,
+    )
 
 
 def _is_staging(v: Node) -> bool:

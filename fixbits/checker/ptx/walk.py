@@ -31,6 +31,7 @@ from fixbits.checker.walk import (
     icmp,
     mk_not,
     mk_select,
+    pointer_param,
     pred_is_coordinate,
     to_poly,
 )
@@ -50,8 +51,6 @@ _HARMLESS = (
     "elect.sync", "fence.proxy", "tcgen05.fence", "tcgen05.wait", "tcgen05.commit", "discard",
     "applypriority", "cp.async.mbarrier", "pmevent", "bar.warp.sync",
 )  # fmt: skip
-# symbols the same in every lane of a warp (parameters, block coordinates, block-level tokens)
-_LANE_FREE = ("p:", "ctaid.", "nctaid.", "Ti:")
 # tensormap.replace .elemtype codes -> element bytes (PTX ISA, tensormap.replace)
 _TMAP_ELEM_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 4, 9: 8, 10: 2, 11: 4, 12: 4}
 # tensormap.replace .swizzle_mode codes -> bytes a swizzle pattern permutes within (0: none)
@@ -883,14 +882,7 @@ class PTXWalk(Walk):
         gaddr = fields.get(("global_address", None))
         if gaddr is None or gaddr.poly is None:
             return None
-        param = next(
-            (
-                m[0]
-                for m, c in sorted(gaddr.poly.terms.items())
-                if len(m) == 1 and m[0].startswith("p:") and c == 1
-            ),
-            None,
-        )
+        param = pointer_param(gaddr.poly)
         if param is None:
             return None
         layout = tuple(fields.get(("global_dim", i), UNDEF) for i in range(dims)) + tuple(
@@ -1004,7 +996,9 @@ class PTXWalk(Walk):
         src, clamp, members = consts
         if clamp != 31 or members & 0xFFFFFFFF != 0xFFFFFFFF or not 0 <= src < 32:
             return None
-        if not all(is_bit_symbol(x) or x == "smem" or x.startswith(_LANE_FREE) for x in a.poly.symbols()):
+        if not all(
+            is_bit_symbol(x) or x == "smem" or x.startswith(fwd.INVARIANT_PREFIXES) for x in a.poly.symbols()
+        ):
             return None
         return src
 
@@ -1095,7 +1089,7 @@ class PTXWalk(Walk):
             or ntid[0] & (ntid[0] - 1)
             or ntid[0] < 32
             or self.unmodelled_smem
-            or (self.other_async and not allow_tma)
+            or (self.tma_loads and not allow_tma)
             or self.bars < 1
             or not self.bar_clean[self.bars - 1]
         ):
