@@ -11,6 +11,7 @@ from fixbits.cublas.profile import (
     FAMILIES,
     UNKNOWN,
     RulesError,
+    calls_from_trace,
     classify,
     launches_from_trace,
     load_rules,
@@ -212,6 +213,71 @@ def test_launches_from_chrome_trace() -> None:
     assert [k.name[:9] for k in launches] == ["nvjet_sm9", "void cubl"]
     assert launches[0].grid == (1, 1, 9) and launches[1].block == (128, 1, 1)
     assert memsets == 1
+
+
+NVJET = "nvjet_sm90_hsh_64x8_64x16_1x1_h_bz_splitK_NNT"
+
+
+def _x(cat: str, name: str, ts: float, dur: float = 1.0, **args: object) -> dict[str, object]:
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": dict(args)}
+
+
+def _session_trace() -> dict[str, object]:
+    """Two annotated calls in one session, operand draws before and between them (a synthetic
+    kineto export: CPU launch events and GPU events share ``args.correlation``)."""
+    return {
+        "traceEvents": [
+            # operand generation before call 0: launched and run outside every window
+            _x("cuda_runtime", "cudaLaunchKernel", 1.0, correlation=1),
+            _x("kernel", FILL, 3.0, correlation=1),
+            # call 0: CPU range [10, 30], GPU range [12, 40]
+            _x("user_annotation", "fixbits_call:0", 10.0, 20.0),
+            _x("gpu_user_annotation", "fixbits_call:0", 12.0, 28.0),
+            _x("Cuda_Runtime", "cudaMemsetAsync", 11.0, correlation=2),
+            _x("gpu_memset", "Memset (Device)", 12.0, correlation=2),
+            _x("cuda_driver", "cuLaunchKernelEx", 13.0, correlation=3),
+            _x("cuda_runtime", "cudaLaunchKernel", 14.0, correlation=4),
+            _x("Kernel", SPLITK_REDUCE, 30.0, correlation=4, grid=[1, 1, 1]),
+            _x("kernel", NVJET, 15.0, correlation=3, grid=[1, 1, 9]),
+            # between the calls: an operand draw, its kernel running late into call 1's GPU range
+            _x("cuda_runtime", "cudaLaunchKernel", 45.0, correlation=5),
+            _x("kernel", FILL, 61.0, correlation=5),
+            # call 1: CPU range [50, 60], GPU range [60, 80]; one kernel without a launch event
+            _x("user_annotation", "fixbits_call:1", 50.0, 10.0),
+            _x("gpu_user_annotation", "fixbits_call:1", 60.0, 20.0),
+            _x("cuda_runtime", "cudaLaunchKernel", 52.0, correlation=6),
+            _x("kernel", NVJET, 62.0, correlation=6),
+            _x("kernel", SPLITK_REDUCE, 70.0, correlation=99),
+            _x("gpu_memset", "Memset (Device)", 65.0),
+            _x("gpu_memset", "Memset (Device)", 66.0, correlation=98),
+            # after the session's calls, in no window; and a flow event, not a complete one
+            _x("kernel", FILL, 90.0),
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "ts": 14.0, "id": 4},
+        ]
+    }
+
+
+def test_calls_from_trace_assigns_by_correlation() -> None:
+    (k0, m0), _ = calls_from_trace(_session_trace(), 2)
+    assert [k.name for k in k0] == [NVJET, SPLITK_REDUCE]  # start order, not launch order
+    assert k0[0].grid == (1, 1, 9) and m0 == 1
+
+
+def test_calls_from_trace_falls_back_to_the_gpu_range() -> None:
+    _, (k1, m1) = calls_from_trace(_session_trace(), 2)
+    # NVJET by its launch; SPLITK_REDUCE (no launch event) by the GPU range; the operand draw
+    # launched between the calls is dropped though it ran inside call 1's GPU range
+    assert [k.name for k in k1] == [NVJET, SPLITK_REDUCE]
+    assert m1 == 2  # memsets without a launch event, counted by the GPU range
+
+
+def test_calls_from_trace_drops_work_outside_every_call() -> None:
+    calls = calls_from_trace(_session_trace(), 2)
+    assert all(FILL not in [k.name for k in ks] for ks, _ in calls)
+    assert len(launches_from_trace(_session_trace())[0]) == 7  # the session-wide view keeps all
+    # a window past ``calls`` is not a call; a session with nothing annotated gives empty calls
+    assert [len(ks) for ks, _ in calls_from_trace(_session_trace(), 1)] == [2]
+    assert calls_from_trace({"traceEvents": [_x("kernel", NVJET, 1.0)]}, 2) == [((), 0), ((), 0)]
 
 
 FRAGMENTS = [r[0] for r in RECORDED]

@@ -109,6 +109,7 @@ def _runner(name: str):
     spec = importlib.util.spec_from_file_location(f"runner_{name}", REPO / "runners/device" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there (importlib's own recipe)
     spec.loader.exec_module(mod)
     return mod
 
@@ -121,7 +122,11 @@ def test_matmul_check_tables_count_every_outcome(tmp_path: Path) -> None:
     assert sum(1 for s in shapes if s[0] == "realistic") == 390
     assert 0 < sum(1 for s in shapes if s[0] == "fuzz") <= 40
     assert all(m * n <= 3e8 and 2 * m * n * k <= 4e12 for w, m, n, k, _ in shapes if w == "fuzz")
-    assert mc.case_seed("fp16->fp16", 1, 2, 3) == mc.case_seed("fp16->fp16", 1, 2, 3) != mc.case_seed("bf16->bf16", 1, 2, 3)
+    assert (
+        mc.case_seed("fp16->fp16", 1, 2, 3)
+        == mc.case_seed("fp16->fp16", 1, 2, 3)
+        != mc.case_seed("bf16->bf16", 1, 2, 3)
+    )
     rows = [
         {"pair": "fp16->fp16", "set": "realistic", "m": 1, "n": 2, "k": 3, "outcome": "match", "draws": 10,
          "elements": 20, "family": "single_pass", "_desc": object()},
@@ -136,13 +141,91 @@ def test_matmul_check_tables_count_every_outcome(tmp_path: Path) -> None:
     assert table["realistic"] == {"shapes": 2, "match": 1, "not_in_profile": 1, "draws": 10,
                                   "elements_compared": 20, "families": {"single_pass": 1}}  # fmt: skip
     assert table["fuzz"]["tail_defect"] == 1 and "match" not in table["fuzz"]
-    assert mc.summarize_csv(tmp_path / "matmul_check.csv")["fp16->fp16"] == table  # a cut run's CSV, read back
+    assert (
+        mc.summarize_csv(tmp_path / "matmul_check.csv")["fp16->fp16"] == table
+    )  # a cut run's CSV, read back
+
+
+def test_matmul_check_resume_takes_over_finished_rows(tmp_path: Path) -> None:
+    """--resume: an earlier run's finished rows, read back from its CSV, are taken over when the
+    answer and descriptor are still the plan's; the rest run again; the summary still adds up."""
+    mc = _runner("matmul_check")
+
+    def planned(m: int, which: str = "realistic", answer: str = "A1", desc: str = "d1") -> dict:
+        return {"pair": "fp16->fp16", "set": which, "m": m, "n": 8, "k": 16, "layer": "", "seed": m,
+                "answer": answer, "desc_hash": desc, "family": "single_pass", "tail_loss": 0,
+                "_in": "fp16", "_out": "fp16", "_desc": object()}  # fmt: skip
+
+    done = {"outcome": "match", "draws": 10, "elements": 80 * 10, "ndiff": 0, "nonzero_share": 0.5,
+            "cublas_kernels": "nvjet_x", "cublas_family": "nvjet_single_pass", "t_s": 0.25}  # fmt: skip
+    old = [
+        {**planned(1), **done},  # taken over
+        {**planned(2), **done, "outcome": "mismatch", "ndiff": 3},  # taken over, ndiff kept
+        {**planned(3), **done, "answer": "A2"},  # the heuristic answers otherwise now: run again
+        {**planned(4), **done, "desc_hash": "d2"},  # the profile's descriptor changed: run again
+        {**planned(5), "outcome": "not_run", "note": "budget"},  # not finished: run again
+        {**planned(6, "fuzz"), **done, "outcome": "tail_defect", "tail_loss": 7},
+        {**planned(7), **done, "outcome": "error", "draws": "", "elements": "", "note": "OOM"},
+        {**planned(1, "fuzz"), **done, "cublas_kernels": "nvjet_fuzz"},  # another set, another row
+    ]
+    mc.write(old, tmp_path)
+    back = mc.read_csv(tmp_path / "matmul_check.csv")
+    plan = [planned(m) for m in range(1, 6)] + [planned(6, "fuzz"), planned(7)]
+    plan.append({**planned(8), "outcome": "not_in_profile"})  # decided by the plan: left alone
+    assert mc.take_over(plan, back) == 4
+    assert sorted(r["m"] for r in plan if r.get("_resumed")) == [1, 2, 6, 7]
+    r1, r2, r6, r7, r8 = plan[0], plan[1], plan[5], plan[6], plan[7]
+    assert (r1["draws"], r1["elements"], r1["ndiff"], r1["m"]) == (10, 800, 0, 1)  # typed back
+    assert r1["nonzero_share"] == 0.5 and r1["cublas_kernels"] == "nvjet_x"
+    assert r2["outcome"] == "mismatch" and r2["ndiff"] == 3
+    assert r6["outcome"] == "tail_defect" and r6["tail_loss"] == 7
+    assert "draws" not in r7 and r7["note"] == "OOM"  # empty CSV cells are absent, not ""
+    assert r8["outcome"] == "not_in_profile" and "_resumed" not in r8
+    assert all("outcome" not in r for r in plan[2:5])
+    table = mc.summarize(plan)["fp16->fp16"]
+    assert table["realistic"]["draws"] == 20 and table["realistic"]["elements_compared"] == 1600
+
+
+def test_matmul_check_profiles_pending_calls_in_chunks() -> None:
+    """After a pair's sweep: pending calls cut into sessions by bytes; each row gets its own
+    launch when its bytes differ, else its answer's; a failed profile leaves a note."""
+    mc = _runner("matmul_check")
+    big = mc.Redo(1000, 1000, 1000, "fp16", "fp32", 1)
+    assert big.nbytes == 2 * 2_000_000 + 4_000_000
+    pending = {("p", "A", ""): big, ("p", "B", ""): big, ("p", "A", "fuzz:1x1x1"): big}
+    assert mc.profile_chunks(pending, 2 * big.nbytes) == [
+        [("p", "A", ""), ("p", "B", "")],
+        [("p", "A", "fuzz:1x1x1")],
+    ]
+    assert mc.profile_chunks(pending, 1) == [[k] for k in pending]  # never an empty chunk
+    assert mc.profile_chunks({}, 1) == []
+
+    def row(m: int, answer: str, outcome: str = "match") -> dict:
+        return {"pair": "p", "set": "fuzz", "m": m, "n": 1, "k": 1, "answer": answer, "draws": 10,
+                "outcome": outcome}  # fmt: skip
+
+    group = [
+        row(1, "A", "mismatch"),
+        row(2, "A"),
+        row(3, "B"),
+        {**row(4, "A"), "_resumed": True},
+        row(5, "C"),
+    ]
+    del group[4]["draws"]  # not run: nothing to fill
+    found = {("p", "A", ""): ("k_a", "fa"), ("p", "A", "fuzz:1x1x1"): ("k_own", "fo")}
+    mc.fill_kernels(group, found, {("p", "B", ""): "profile_error: boom"})
+    assert [(r.get("cublas_kernels"), r.get("note")) for r in group] == [
+        ("k_own", None), ("k_a", None), (None, "profile_error: boom"), (None, None), (None, None)
+    ]  # fmt: skip
 
 
 def test_reconstruct_pairs_and_sweep_extension() -> None:
     rc = _runner("reconstruct")
     todo, weights = rc.explicit_pairs("bf16:bf16:2,fp16:fp32")
-    assert todo == [("bf16", "bf16"), ("fp16", "fp32")] and weights == {("bf16", "bf16"): 2.0, ("fp16", "fp32"): 1.0}
+    assert todo == [("bf16", "bf16"), ("fp16", "fp32")] and weights == {
+        ("bf16", "bf16"): 2.0,
+        ("fp16", "fp32"): 1.0,
+    }
     with pytest.raises(SystemExit, match="IN:OUT"):
         rc.explicit_pairs("fp16")
     first = rc.sweep_cases(60, 0)

@@ -4,7 +4,7 @@ Runtime profiling is the cheap first instrument of the reconstruction (paper §4
 names, their count and grids, and whether a split-K reduce or a workspace GEMV merge ran,
 narrow a shape to a family before any numerical probing. The name rules are data
 (matrices/kernel_families.yaml) so a new library's names are a YAML edit, not a code change.
-torch is imported inside ``profile_call`` only; the classifier runs on recorded names on CPU.
+torch is imported inside ``profile_calls`` only; the classifier runs on recorded names on CPU.
 """
 
 from __future__ import annotations
@@ -233,38 +233,103 @@ def nvjet_tile(name: str) -> dict[str, int] | None:
     return {"block_m": bm, "block_n": bn, "block_k": bk, "stages": stages}
 
 
+# one profiler session, many calls: the record_function name of call i, and the trace categories
+CALL_PREFIX = "fixbits_call:"
+MEMSET_CATS = ("gpu_memset", "memset")
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+
+
+def _kernel_launch(ev: dict[str, Any]) -> KernelLaunch:
+    args = ev.get("args", {}) or {}
+    grid = args.get("grid")
+    block = args.get("block")
+    return KernelLaunch(
+        name=str(ev.get("name", "")),
+        grid=tuple(int(x) for x in grid) if isinstance(grid, list) and len(grid) == 3 else None,  # type: ignore[arg-type]
+        block=tuple(int(x) for x in block) if isinstance(block, list) and len(block) == 3 else None,  # type: ignore[arg-type]
+        duration_us=float(ev["dur"]) if "dur" in ev else None,
+    )
+
+
+def _complete_events(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
+    return [ev for ev in events if isinstance(ev, dict) and ev.get("ph") == "X"]
+
+
+def _cat(ev: dict[str, Any]) -> str:
+    return str(ev.get("cat", "")).lower()
+
+
+def _correlation(ev: dict[str, Any]) -> Any:
+    return (ev.get("args") or {}).get("correlation")
+
+
+def _collect(gpu_events: Sequence[dict[str, Any]]) -> tuple[tuple[KernelLaunch, ...], int]:
+    kernels = sorted(
+        ((float(ev.get("ts", 0.0)), _kernel_launch(ev)) for ev in gpu_events if _cat(ev) == "kernel"),
+        key=lambda t: t[0],
+    )
+    memsets = sum(1 for ev in gpu_events if _cat(ev) in MEMSET_CATS)
+    return tuple(k for _, k in kernels), memsets
+
+
 def launches_from_trace(trace: dict[str, Any]) -> tuple[tuple[KernelLaunch, ...], int]:
     """Kernel launches (in start order) and the memset count from a Chrome trace document."""
-    events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
-    kernels = []
-    memsets = 0
+    events = _complete_events(trace)
+    return _collect([ev for ev in events if _cat(ev) == "kernel" or _cat(ev) in MEMSET_CATS])
+
+
+def _windows(events: Sequence[dict[str, Any]], cat: str, calls: int) -> list[tuple[int, float, float]]:
+    out = []
     for ev in events:
-        cat = str(ev.get("cat", "")).lower()
-        if ev.get("ph") != "X":
+        name = str(ev.get("name", ""))
+        if _cat(ev) != cat or not name.startswith(CALL_PREFIX):
             continue
-        if cat == "kernel":
-            args = ev.get("args", {}) or {}
-            grid = args.get("grid")
-            block = args.get("block")
-            kernels.append(
-                (
-                    float(ev.get("ts", 0.0)),
-                    KernelLaunch(
-                        name=str(ev.get("name", "")),
-                        grid=tuple(int(x) for x in grid)
-                        if isinstance(grid, list) and len(grid) == 3
-                        else None,  # type: ignore[arg-type]
-                        block=tuple(int(x) for x in block)
-                        if isinstance(block, list) and len(block) == 3
-                        else None,  # type: ignore[arg-type]
-                        duration_us=float(ev["dur"]) if "dur" in ev else None,
-                    ),
-                )
-            )
-        elif cat in ("gpu_memset", "memset"):
-            memsets += 1
-    kernels.sort(key=lambda t: t[0])
-    return tuple(k for _, k in kernels), memsets
+        try:
+            i = int(name[len(CALL_PREFIX) :])
+        except ValueError:
+            continue
+        if 0 <= i < calls:
+            ts = float(ev.get("ts", 0.0))
+            out.append((i, ts, ts + float(ev.get("dur", 0.0))))
+    return out
+
+
+def _call_of(ts: float, windows: Sequence[tuple[int, float, float]]) -> int | None:
+    for i, lo, hi in windows:
+        if lo <= ts <= hi:
+            return i
+    return None
+
+
+def calls_from_trace(trace: dict[str, Any], calls: int) -> list[tuple[tuple[KernelLaunch, ...], int]]:
+    """Split one profiler session's trace into the ``calls`` calls ``profile_calls`` annotated.
+
+    A kernel or memset belongs to call i when the runtime/driver API event that launched it
+    (same ``args.correlation``) lies in the CPU ``user_annotation`` range ``fixbits_call:i``;
+    without such an event, when its start lies in the GPU ``gpu_user_annotation`` range of that
+    name. GPU work in no call's range (operands drawn between calls) is dropped.
+    """
+    events = _complete_events(trace)
+    cpu_windows = _windows(events, "user_annotation", calls)
+    gpu_windows = _windows(events, "gpu_user_annotation", calls)
+    launch_ts = {
+        _correlation(ev): float(ev.get("ts", 0.0))
+        for ev in events
+        if _cat(ev) in LAUNCH_CATS and _correlation(ev) is not None
+    }
+    per_call: list[list[dict[str, Any]]] = [[] for _ in range(calls)]
+    for ev in events:
+        if _cat(ev) != "kernel" and _cat(ev) not in MEMSET_CATS:
+            continue
+        corr = _correlation(ev)
+        if corr is not None and corr in launch_ts:
+            i = _call_of(launch_ts[corr], cpu_windows)
+        else:
+            i = _call_of(float(ev.get("ts", 0.0)), gpu_windows)
+        if i is not None:
+            per_call[i].append(ev)
+    return [_collect(evs) for evs in per_call]
 
 
 def profile_from_names(names: Sequence[str], memsets: int = 0) -> LaunchProfile:
@@ -278,15 +343,31 @@ def profile_call(fn: Callable[[], Any], *, warmup: int = 1) -> LaunchProfile:
     Prepare inputs outside ``fn``: everything it launches is counted (torch's own elementwise
     kernels are dropped by the YAML's ``ignore`` list, memsets are counted apart).
     """
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    return profile_calls([fn], warmup=warmup)[0]
 
-    for _ in range(warmup):
-        fn()
+
+def profile_calls(fns: Sequence[Callable[[], Any]], *, warmup: int = 1) -> list[LaunchProfile]:
+    """``profile_call`` for many calls in ONE profiler session (a session costs seconds to start
+    and export; one per call was most of a matmul_check run).
+
+    Each ``fn`` runs ``warmup`` times before the session, then once inside it under
+    ``record_function("fixbits_call:i")`` followed by a device synchronize; ``calls_from_trace``
+    gives each call the GPU work it launched.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    if not fns:
+        return []
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
+        for i, fn in enumerate(fns):
+            with record_function(f"{CALL_PREFIX}{i}"):
+                fn()
+            torch.cuda.synchronize()
     fd, path = tempfile.mkstemp(suffix=".json", prefix="fixbits-trace-")
     os.close(fd)
     try:
@@ -295,7 +376,11 @@ def profile_call(fn: Callable[[], Any], *, warmup: int = 1) -> LaunchProfile:
             trace = json.load(fh)
     finally:
         os.unlink(path)
-    launches, memsets = launches_from_trace(trace)
+    return [_profile(launches, memsets) for launches, memsets in calls_from_trace(trace, len(fns))]
+
+
+def _profile(launches: Sequence[KernelLaunch], memsets: int) -> LaunchProfile:
     rules = load_rules()
-    gemm = tuple(k for k in launches if k.name in set(gemm_kernels([x.name for x in launches], rules)))
+    keep = set(gemm_kernels([x.name for x in launches], rules))
+    gemm = tuple(k for k in launches if k.name in keep)
     return LaunchProfile(gemm, memsets, classify([k.name for k in gemm], rules))
