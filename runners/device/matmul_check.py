@@ -233,7 +233,7 @@ def compare(row: dict[str, Any], draws: int, pending: dict[PendingKey, Redo]) ->
     """Run the draws of one covered shape; fills outcome, ndiff, nonzero_share and records in
     ``pending`` what profiling its cuBLAS launch needs (done per pair, in few profiler sessions)."""
     from fixbits.kernels.matmul import matmul
-    from fixbits.probe.hashdraw import torch_operand
+    from fixbits.probe.hashdraw import operand
     from fixbits.testing import compare_bits
 
     m, n, k, dt, od = row["m"], row["n"], row["k"], row["_in"], row["_out"]
@@ -241,8 +241,8 @@ def compare(row: dict[str, Any], draws: int, pending: dict[PendingKey, Redo]) ->
     for d in range(draws):
         kind = "ordinary" if d % 2 == 0 else "wide"
         s = row["seed"] * 64 + 2 * d
-        a = torch_operand((m, k), dt, kind, s, "cuda")
-        b = torch_operand((k, n), dt, kind, s + 1, "cuda")
+        a = operand((m, k), dt, kind, s, "cuda")
+        b = operand((k, n), dt, kind, s + 1, "cuda")
         ours = matmul(a, b, out_dtype=od)
         ref = reference(a, b, dt, od)
         ndiff += compare_bits(ours, ref).n_diff  # raw bits; raises on a dtype or shape mismatch
@@ -339,13 +339,13 @@ def profile_pending(
 
 def _reference_calls(redos: list[Redo]) -> list[Any]:
     """One cuBLAS call per Redo on draw 0's operands (ordinary kind, seed*64 and seed*64+1)."""
-    from fixbits.probe.hashdraw import torch_operand
+    from fixbits.probe.hashdraw import operand
 
     calls = []
     for r in redos:
         s = r.seed * 64
-        a = torch_operand((r.m, r.k), r.in_dtype, "ordinary", s, "cuda")
-        b = torch_operand((r.k, r.n), r.in_dtype, "ordinary", s + 1, "cuda")
+        a = operand((r.m, r.k), r.in_dtype, "ordinary", s, "cuda")
+        b = operand((r.k, r.n), r.in_dtype, "ordinary", s + 1, "cuda")
         calls.append(functools.partial(reference, a, b, r.in_dtype, r.out_dtype))
     return calls
 
@@ -483,7 +483,8 @@ def main(argv: list[str] | None = None) -> int:
         sweep_end = pair_end - PROFILE_RESERVE_S
         t_pair = time.time()
         pending: dict[PendingKey, Redo] = {}
-        for r in sorted(group, key=lambda r: r["set"] != "realistic"):  # realistic shapes first
+        # realistic shapes first, each set cheapest first: a budget cut leaves only the largest
+        for r in sorted(group, key=lambda r: (r["set"] != "realistic", r["m"] * r["n"] * r["k"])):
             if r.get("_resumed"):
                 continue
             if time.time() > sweep_end:
