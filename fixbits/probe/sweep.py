@@ -201,35 +201,50 @@ def _tail_variant(desc: Any) -> Any:
                                      merge=c0.merge, aligned_granule=c0.aligned_granule),) + desc.k_cuts[1:])
 
 
-def check_one(rec: dict[str, Any], desc_dict: dict[str, Any] | None, dump_dir: str | None) -> dict[str, Any]:
-    """Emulate one collected case (all its draws in one call) and classify it."""
-    from fixbits.desc import GEMMDesc
-    from fixbits.emulate import emulate
-    from fixbits.numerics.formats import bits, to_dtype
+def sampled_operands(rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """A's sampled rows and B's sampled columns of every draw of a collected case (or a dump's
+    meta), concatenated, and each draw's (rows, cols): rebuilt on the CPU from the seeds."""
     from fixbits.probe.hashdraw import numpy_cols, numpy_rows
 
-    desc = GEMMDesc.from_dict(desc_dict)  # type: ignore[arg-type]
     m, n, k, dt = rec["m"], rec["n"], rec["k"], rec["dtype"]
     a_parts, b_parts, sizes = [], [], []
     for d in rec["draws"]:
         a_parts.append(numpy_rows((m, k), d["rows"], dt, d["kind"], d["seeds"][0]))
         b_parts.append(numpy_cols((k, n), d["cols"], dt, d["kind"], d["seeds"][1]))
         sizes.append((len(d["rows"]), len(d["cols"])))
-    a = np.concatenate(a_parts, axis=0)
-    b = np.concatenate(b_parts, axis=1)
+    return np.concatenate(a_parts, axis=0), np.concatenate(b_parts, axis=1), sizes
+
+
+def draw_mismatches(desc: Any, a: np.ndarray, b: np.ndarray, sizes: list[tuple[int, int]], got: np.ndarray,
+                    out_dtype: str) -> tuple[list[int], np.ndarray]:
+    """(differing cells per draw, the emulated cells as float32) for ``desc`` against the
+    sampled cuBLAS cells ``got`` (float32, draw after draw): one emulate call for all draws,
+    only each draw's own diagonal block compared (integer views)."""
+    from fixbits.emulate import emulate
+    from fixbits.numerics.formats import bits, to_dtype
+
+    em = emulate(desc, a, b)
+    bad, r0, c0, off, ems = [], 0, 0, 0, []
+    for r, c in sizes:
+        blk = em[r0:r0 + r, c0:c0 + c]
+        want = to_dtype(got[off:off + r * c].reshape(r, c), out_dtype)
+        bad.append(int((bits(np.ascontiguousarray(blk)) != bits(np.ascontiguousarray(want))).sum()))
+        ems.append(np.asarray(blk, dtype=np.float32).flatten())
+        r0, c0, off = r0 + r, c0 + c, off + r * c
+    return bad, np.concatenate(ems)
+
+
+def check_one(rec: dict[str, Any], desc_dict: dict[str, Any] | None, dump_dir: str | None) -> dict[str, Any]:
+    """Emulate one collected case (all its draws in one call) and classify it."""
+    from fixbits.desc import GEMMDesc
+
+    desc = GEMMDesc.from_dict(desc_dict)  # type: ignore[arg-type]
+    m, n, k, dt = rec["m"], rec["n"], rec["k"], rec["dtype"]
+    a, b, sizes = sampled_operands(rec)
     got_all = np.array(rec["got"], dtype=np.uint32).view(np.float32)
 
     def compare(dsc: Any) -> tuple[list[int], np.ndarray]:
-        em = emulate(dsc, a, b)
-        bad, r0, c0, off, ems = [], 0, 0, 0, []
-        for r, c in sizes:
-            blk = em[r0:r0 + r, c0:c0 + c]
-            want = to_dtype(got_all[off:off + r * c].reshape(r, c), rec["out_dtype"])
-            nb = int((bits(np.ascontiguousarray(blk)) != bits(np.ascontiguousarray(want))).sum())
-            bad.append(nb)
-            ems.append(np.asarray(blk, dtype=np.float32).flatten())
-            r0, c0, off = r0 + r, c0 + c, off + r * c
-        return bad, np.concatenate(ems)
+        return draw_mismatches(dsc, a, b, sizes, got_all, rec["out_dtype"])
 
     bad, em = compare(desc)
     out = {"draws": len(sizes), "comparisons": int(sum(r * c for r, c in sizes)), "mismatches": int(sum(bad)),
