@@ -63,12 +63,16 @@ def _find(dirs: list[Path], sha: str) -> Path | None:
 
 
 def evaluate(
-    cases_path: Path, ptx_dir: Path | list[Path], only: set[str] | None = None
+    cases_path: Path, ptx_dir: Path | list[Path], only: set[str] | None = None, launch: bool = False
 ) -> tuple[list[Row], dict[str, float]]:
+    """With ``launch``, each config is signed specialised to the launch it ran with (the family's
+    shape in the soundness matrix, the module's ``launch_ints``), where the module gives it."""
     from fixbits.checker.api import signature
+    from fixbits.checker.launch import corpus_launch
     from fixbits.checker.soundness import load_families, partition
 
-    family = {f.name: f.family for f in load_families()}
+    fams = {f.name: f for f in load_families()}
+    family = {f.name: f.family for f in fams.values()}
     dirs = [ptx_dir] if isinstance(ptx_dir, Path) else list(ptx_dir)
     sigs: dict[str, tuple[str | None, bool, bool]] = {}
     secs = 0.0
@@ -88,17 +92,22 @@ def evaluate(
             left[g] += 1
             continue
         paths = [p for p in found if p is not None]
+        spec = None
+        if launch and r["kernel"] in fams:
+            f = fams[r["kernel"]]
+            spec = corpus_launch(f.module, dict(f.shape), r["label"])
         digests = []
         anyfb = anyphys = False
         for sha, p in zip(r["ptx_sha"], paths, strict=True):
-            got = sigs.get(sha)
+            key = f"{sha}|{spec.key() if spec is not None else ''}"
+            got = sigs.get(key)
             if got is None:
                 text = p.read_text()
                 t0 = time.process_time()
-                s = signature(text, "ptx")
+                s = signature(text, "ptx", launch=spec)
                 secs += time.process_time() - t0
                 got = (s.digest if s.deterministic else None, s.fallback is not None, s.physical)
-                sigs[sha] = got
+                sigs[key] = got
             digests.append(got[0])
             anyfb |= got[1]
             anyphys |= got[2]
@@ -161,11 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="")
     ap.add_argument("--out", default="")
     ap.add_argument("--md", default="")
+    ap.add_argument(
+        "--launch",
+        action="store_true",
+        help="sign each config specialised to the launch it ran with (modules with launch_ints only)",
+    )
     ap.add_argument("--before", default="", help="a device run's summary JSON: its checker's classes join the table")
     args = ap.parse_args(argv)
     only = {x for x in args.only.split(",") if x} or None
     dirs = [Path(d) for d in args.ptx_dir] or [ROOT / ".aot/ptx"]
-    rows, speed = evaluate(Path(args.cases), dirs, only)
+    rows, speed = evaluate(Path(args.cases), dirs, only, launch=args.launch)
     print(f"{'kernel':22s} {'dtype':5s} {'cfgs':>5s} {'left':>4s} {'true':>4s} {'chk':>4s} {'split':>6s} {'FALSE=':>6s}")
     for r in rows:
         print(

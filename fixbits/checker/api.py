@@ -5,9 +5,10 @@ from __future__ import annotations
 import gc
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from fixbits.checker.launch import LaunchShape, param_decls
 from fixbits.checker.node import reset_interning
 from fixbits.checker.signature import KernelSignature, build, text_fallback
 from fixbits.checker.walk import Unsupported
@@ -36,7 +37,7 @@ def detect_isa(text: str, path: str | None = None) -> str:
     return "ptx"
 
 
-def ptx_signature(text: str) -> KernelSignature:
+def ptx_signature(text: str, launch: LaunchShape | None = None) -> KernelSignature:
     from fixbits.checker.ptx.parse import PTXError, parse_ptx
     from fixbits.checker.ptx.walk import PTXWalk
 
@@ -48,11 +49,16 @@ def ptx_signature(text: str) -> KernelSignature:
     # shared-memory windows of the module: every one is named "smem" by the walk, so store-to-load
     # forwarding (forward.py) proves a slot's writer only where there is one
     smem_decls = len(re.findall(r"\.shared\s+(?:\.align\s+\d+\s+)?\.(?:v\d\s+\.)?\w+\s+[\w$]+", text))
+    decls = param_decls(text) if launch is not None else {}
     sigs = []
     for entry in entries:
+        # a malformed specialisation is the caller's error, not a kernel the walk gives up on
+        spec = launch.resolve(entry.params, decls) if launch is not None else {}
         try:
             w = PTXWalk(entry, has_mma)
             w.smem_decls = smem_decls
+            w.spec = spec
+            w.grid = launch.grid if launch is not None else None
             w.run()
             sig = build(
                 "ptx",
@@ -67,6 +73,12 @@ def ptx_signature(text: str) -> KernelSignature:
             sig = text_fallback("ptx", entry.name, text, f"not modelled: {e}")
         except Exception as e:  # noqa: BLE001 - a walk that breaks falls back to text, never to "equal"
             sig = text_fallback("ptx", entry.name, text, f"walk failed: {type(e).__name__}: {e}")
+        if launch is not None:
+            # the specialisation joins the digest: certified only for this launch
+            tag = f"launch:{sorted(spec.items())!r};grid={launch.grid!r}"
+            sig = replace(
+                sig, digest=hashlib.blake2b((sig.digest + "|" + tag).encode(), digest_size=16).hexdigest()
+            )
         sigs.append(sig)
     return _combine(sigs)
 
@@ -115,10 +127,16 @@ def _combine(sigs: list[KernelSignature]) -> KernelSignature:
     )
 
 
-def signature(text: str, isa: str | None = None, path: str | None = None) -> KernelSignature:
+def signature(
+    text: str, isa: str | None = None, path: str | None = None, *, launch: LaunchShape | None = None
+) -> KernelSignature:
+    """One kernel's signature; with ``launch`` (PTX only) certified for that launch's integer
+    parameters and grid alone (launch.py)."""
     isa = isa or detect_isa(text, path)
     if isa not in ("ptx", "amdgcn"):
         raise ValueError(f"unknown ISA {isa!r}; supported: 'ptx', 'amdgcn'")
+    if launch is not None and isa != "ptx":
+        raise ValueError("launch specialisation is implemented for PTX only")
     reset_interning()
     # the walk builds hundreds of thousands of small acyclic objects (nodes, polynomials): the
     # cyclic collector finds nothing in them and its passes over a large heap cost a third of
@@ -126,7 +144,7 @@ def signature(text: str, isa: str | None = None, path: str | None = None) -> Ker
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return ptx_signature(text) if isa == "ptx" else gcn_signature(text)
+        return ptx_signature(text, launch) if isa == "ptx" else gcn_signature(text)
     finally:
         if was_enabled:
             gc.enable()

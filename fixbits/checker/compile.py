@@ -39,6 +39,7 @@ class Compiled:
     asm: str
     num_warps: int
     num_stages: int
+    params: tuple[str, ...] = ()  # the arguments that are PTX parameters, in order (not constexprs)
 
 
 def _pack(fn: Any, backend: Any, bound_args: dict[str, Any], specialization: list[Any]) -> tuple[Any, ...]:
@@ -85,7 +86,8 @@ def aot_compile(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], target: 
     src = ASTSource(fn, signature, constexprs, attrs)
     k = triton.compile(src, target=target, options=opts.__dict__)
     isa = "ptx" if "ptx" in k.asm else "amdgcn"
-    return Compiled(k.name, isa, k.asm[isa], opts.num_warps, opts.num_stages)
+    params = tuple(n for n, t in signature.items() if t != "constexpr") if isinstance(signature, dict) else ()
+    return Compiled(k.name, isa, k.asm[isa], opts.num_warps, opts.num_stages, params)
 
 
 @contextlib.contextmanager

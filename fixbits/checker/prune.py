@@ -43,10 +43,16 @@ class EquivalencePrune:
     device's).
     """
 
-    def __init__(self, reference: Any = None, target: Any = None, fn: Any = None):
+    def __init__(
+        self, reference: Any = None, target: Any = None, fn: Any = None, specialise: Sequence[str] = ()
+    ):
         self.reference = reference
         self.target = target
         self.fn = fn
+        # integer arguments (by name) the configs are compared at their call's value: give the
+        # autotuner's key, whose values every reuse of the chosen config shares (an argument
+        # outside the key may differ on reuse, and configs equal at one value may not be at another)
+        self.specialise = tuple(specialise)
         self.last: PruneReport | None = None
 
     def bind(self, kernel: Any) -> EquivalencePrune:
@@ -84,13 +90,34 @@ class EquivalencePrune:
 
         return driver.active.get_current_target()
 
+    def launch_of(self, compiled: Any, named_args: dict[str, Any]) -> Any:
+        """The call's integer arguments named in ``specialise`` as a launch specialisation (PTX
+        only): the configs are then certified equal for those values only."""
+        from fixbits.checker.launch import LaunchShape
+
+        if (
+            not self.specialise
+            or isinstance(self.reference, str)
+            or compiled.isa != "ptx"
+            or not compiled.params
+        ):
+            return None
+        ints = {
+            i: v
+            for i, name in enumerate(compiled.params)
+            if name in self.specialise
+            and isinstance(v := named_args.get(name), int)
+            and not isinstance(v, bool)
+        }
+        return LaunchShape.of(ints) if ints else None
+
     def signature_of(self, fn: Any, config: Any, named_args: dict[str, Any], kwargs: dict[str, Any]) -> str:
         from fixbits.checker.api import signature
         from fixbits.checker.compile import aot_compile
 
         call_kwargs = {**kwargs, **config.all_kwargs()}
         compiled = aot_compile(fn, tuple(named_args.values()), call_kwargs, self._target())
-        sig = signature(compiled.asm, compiled.isa)
+        sig = signature(compiled.asm, compiled.isa, launch=self.launch_of(compiled, named_args))
         return sig.digest if sig.deterministic else f"nondeterministic:{id(config)}"
 
     def __call__(self, configs: Sequence[Any], named_args: dict[str, Any], **kwargs: Any) -> list[Any]:
@@ -138,6 +165,8 @@ class EquivalencePrune:
         return kept
 
 
-def equivalent_configs(reference: Any = None, target: Any = None, fn: Any = None) -> EquivalencePrune:
-    """Shorthand for ``EquivalencePrune(reference, target, fn)``."""
-    return EquivalencePrune(reference, target, fn)
+def equivalent_configs(
+    reference: Any = None, target: Any = None, fn: Any = None, specialise: Sequence[str] = ()
+) -> EquivalencePrune:
+    """Shorthand for ``EquivalencePrune(reference, target, fn, specialise)``."""
+    return EquivalencePrune(reference, target, fn, specialise)

@@ -94,8 +94,13 @@ def kernel_parts(
     case_id: int,
     aot_sigs: dict[str, dict[str, Any]],
     cache: dict[str, tuple[str | None, str | None, bool]],
+    launch: Any = None,
 ) -> tuple[list[str], list[str], list[str], bool]:
     """Per launched kernel: its signature part, PTX sha, fallback and physical flag.
+
+    With ``launch`` (a ``LaunchShape``, single-kernel cases only) each kernel is signed
+    specialised to that launch; the AOT store's signatures are unspecialised, so a kernel loaded
+    from it without its PTX gets a part of its own.
 
     A kernel loaded from the AOT store carries no PTX: its signature is the one the CPU
     pre-step computed under the same key. A kernel whose signature is unknown, or that is
@@ -110,7 +115,7 @@ def kernel_parts(
     for k, ptx in zip(kernels, ptxs, strict=True):
         if ptx is None:
             pre = aot_sigs.get(str(getattr(k, "hash", "")))
-            if pre is None:
+            if pre is None or launch is not None:
                 parts.append(f"unknown:{case_id}:{len(parts)}")
                 shas.append("")
                 continue
@@ -122,11 +127,12 @@ def kernel_parts(
             continue
         full = hashlib.sha256(ptx.encode()).hexdigest()
         shas.append(full[:16])
-        sig = cache.get(full)
+        ckey = full if launch is None else f"{full}|{launch.key()}"
+        sig = cache.get(ckey)
         if sig is None:
-            s = signature(ptx, "ptx")
+            s = signature(ptx, "ptx", launch=launch)
             sig = (s.digest if s.deterministic else None, s.fallback, s.physical)
-            cache[full] = sig
+            cache[ckey] = sig
         parts.append(sig[0] if sig[0] is not None else f"nondet:{case_id}")
         if sig[1]:
             fallbacks.append(sig[1])
@@ -187,8 +193,13 @@ def _run_case(task: dict[str, Any]) -> dict[str, Any]:
                 h.update(b.cpu().numpy().tobytes())
             hashes.append(h.hexdigest()[:24])
         t1 = time.time()
+        spec = None
+        if task.get("launch_spec") and len(kernels_obj) == 1:
+            from fixbits.checker.launch import corpus_launch
+
+            spec = corpus_launch(task["module"], shape, task["label"])
         parts, ptx_shas, fallbacks, physical = kernel_parts(
-            kernels_obj, kernels_ptx, task["id"], _STATE["aot_sigs"], _STATE["sigs"]
+            kernels_obj, kernels_ptx, task["id"], _STATE["aot_sigs"], _STATE["sigs"], spec
         )
         out["check_s"] = round(time.time() - t1, 4)
         out["sig"] = hashlib.sha256("|".join(parts).encode()).hexdigest()[:24] if parts else None
@@ -233,6 +244,11 @@ def main(argv: list[str] | None = None) -> int:
         "--allow-stale-signatures",
         action="store_true",
         help="with --aot: run even when the store's signatures were made by another checker version",
+    )
+    ap.add_argument(
+        "--launch-spec",
+        action="store_true",
+        help="sign each config specialised to its launch (corpus modules with launch_ints; needs the PTX)",
     )
     ap.add_argument(
         "--resign",
@@ -281,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
                 "shape": f.shape,
                 "launch_kwargs": f.launch_kwargs,
                 "draws": draws,
+                "launch_spec": args.launch_spec,
             }
         )
     if args.build_aot and args.resign:

@@ -20,6 +20,7 @@ from fixbits.checker.forms import (
     token,
 )
 from fixbits.checker.forward import bit_op
+from fixbits.checker.launch import pred_truth
 from fixbits.checker.node import Node, Root, const_bits, int_node, opaque
 from fixbits.checker.ptx.parse import Entry, Inst, split_args
 from fixbits.checker.walk import (
@@ -101,6 +102,9 @@ class PTXWalk(Walk):
         self.tmap_tpl: dict[tuple, dict[tuple[str, int | None], Node]] = {}
         self.tmaps: dict[tuple, dict[tuple[str, int | None], Node]] = {}
         self.tmap_in_loop = False
+        # launch specialisation (launch.py; api sets it): integer parameters taken as constants
+        self.spec: dict[str, int] = {}
+        self.grid: tuple[int, int, int] | None = None
         self._decode()
         for d, n in zip("xyz", self.ntid or (0, 0, 0), strict=False):
             if self.ntid is None:
@@ -247,7 +251,7 @@ class PTXWalk(Walk):
         if a.startswith("{"):
             return Node("pack", ("vec",), tuple(self.val(x) for x in split_args(a[1:-1])))
         if a in self.params:
-            return int_node(Poly.sym(self.params[a]))
+            return int_node(self._param(a))
         if re.fullmatch(r"[A-Za-z_$][\w$]*", a):
             return int_node(Poly.sym("smem" if "smem" in a or "shared" in a else f"sym:{a}"))
         return opaque("operand:" + a)
@@ -261,8 +265,13 @@ class PTXWalk(Walk):
         if m.group(2) == "-":
             off = -off
         if base in self.params:
-            return Poly.sym(self.params[base]) + Poly.const(off)
+            return self._param(base) + Poly.const(off)
         return to_poly(self.val(base, 64)) + Poly.const(off)
+
+    def _param(self, name: str) -> Poly:
+        """A parameter's symbol, or its value under a launch specialisation."""
+        v = self.spec.get(name)
+        return Poly.sym(self.params[name]) if v is None else Poly.const(v)
 
     # ---- writes ---------------------------------------------------------------------------
     def write(self, ins: Inst, reg: str, new: Node, kind: str = "") -> None:
@@ -276,6 +285,14 @@ class PTXWalk(Walk):
         assert self.env is not None
         old = self.env.get(reg)
         if pred_is_coordinate(p):
+            if self.spec and kind == "load" and old is not None:
+                # specialised: a load whose predicate holds for every thread of the launch is the
+                # plain load; one that holds for none leaves the register as it was (a +0.0
+                # there is a padding leaf, folded by fadd)
+                t = pred_truth(p, self.grid)
+                if t is not None:
+                    self.set(reg, new if t else old)
+                    return
             # which lanes run is a launch fact; a masked load keeps what the lane had instead
             if kind == "load" and old is not None:
                 self.set(reg, Node("masked", (), (new, old)))
@@ -586,6 +603,12 @@ class PTXWalk(Walk):
                 lanes.append(Node(kind, (".".join(parts[1:-1] + [ty[:-2]]),), tuple(lane_ops)))
             self.write(ins, ins.args[0], mk_pack(lanes, 16))
             return None
+        if self.spec and len(ops) == 2 and kind == "add" and attrs[0] in _FOLD_ADD:
+            self.write(ins, ins.args[0], mk_fadd(ops[0], ops[1], attrs))
+            return None
+        if self.spec and kind == "cvt" and attrs[0] in _WIDEN and _is_pad(ops[0]):
+            self.write(ins, ins.args[0], ops[0])  # +0 widened is +0
+            return None
         self.write(ins, ins.args[0], Node(kind, attrs, tuple(ops)))
         return None
 
@@ -639,7 +662,7 @@ class PTXWalk(Walk):
         if space == "param":
             m = re.match(r"^\[\s*([\w$]+)\s*(?:\+\s*(\d+))?\s*\]$", ins.args[1].strip())
             if m and m.group(1) in self.params and not m.group(2):
-                self.write(ins, regs[0], int_node(Poly.sym(self.params[m.group(1)])))
+                self.write(ins, regs[0], int_node(self._param(m.group(1))))
                 return None
             return False
         a = self.addr(ins.args[1])
@@ -1265,6 +1288,48 @@ def _restrict_by_bound(a: Poly, p: Node) -> Poly:
         if (1 << pos) >= k:
             a = a.substitute(sym, Poly.const(0))
     return a
+
+
+# plain fp32 adds, round to nearest even, subnormals kept (no .ftz, .sat or other rounding)
+_FOLD_ADD = frozenset({"f32", "rn.f32"})
+_WIDEN = frozenset({"f32.f16", "f32.bf16"})  # exact float widenings: +0 stays +0
+
+
+def _is_pad(n: Node) -> bool:
+    """The all-zero bit pattern: +0.0 in any float width (a masked load's ``other=0.0``)."""
+    return n.poly is not None and n.poly.is_const() and n.poly.const_value() == 0
+
+
+def mk_fadd(a: Node, b: Node, attrs: tuple) -> Node:
+    """``add.rn.f32`` with +0.0 padding folded (launch-specialised walks only).
+
+    ``canon(x)`` is the node for ``x + (+0.0)``: x itself, except -0 -> +0 and any NaN -> the
+    canonical NaN. The rules, for this add only (round to nearest, no flush to zero; NVIDIA's
+    add returns the canonical NaN for every NaN result):
+
+    * ``+0 + +0 = +0``.
+    * ``x + +0 = canon(x)``, and ``canon(x) + +0 = canon(canon(x)) = canon(x)``.
+    * ``canon(x) + y = canon(x + y)`` for every x, y. Proof: x NaN: both are the canonical NaN.
+      x = -0: +0 + y and canon(-0 + y) agree for y = +-0 (+0), for y NaN (canonical NaN) and for
+      any other y (y + +-0 = y exactly, and y is neither -0 nor NaN so canon(y) = y). Otherwise
+      canon(x) = x, and x + y is not -0 (under round to nearest a sum is -0 only when both
+      operands are -0: an exactly-zero sum of opposite signs is +0, and a non-zero exact sum
+      never rounds to zero because subnormal sums are exact) and any NaN result is already
+      canonical, so canon(x + y) = x + y.
+
+    So a canon marker floats to the top of the add tree it sits in, and two folded trees are
+    equal values when their folded shapes and markers agree; the marker is kept (a tree without
+    it may be -0 where the padded one is +0), so folding only merges what is equal."""
+    if _is_pad(a) and _is_pad(b):
+        return a
+    if _is_pad(a) or _is_pad(b):
+        x = b if _is_pad(a) else a
+        return x if x.kind == "canon" else Node("canon", (), (x,))
+    if a.kind == "canon" or b.kind == "canon":
+        xa = a.kids[0] if a.kind == "canon" else a
+        xb = b.kids[0] if b.kind == "canon" else b
+        return Node("canon", (), (Node("add", attrs, (xa, xb)),))
+    return Node("add", attrs, (a, b))
 
 
 def _regs(s: str) -> list[str]:

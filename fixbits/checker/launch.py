@@ -1,0 +1,186 @@
+"""Opt-in launch-shape specialisation of the checker (paper §6, 'N_MULT families').
+
+Kernels built for different tile widths are different functions of a runtime extent (BLOCK_N =
+1024 and 2048 agree for N = 1000, not for N = 1500). They can only be certified equal for one
+launch: a ``LaunchShape`` names the integer scalar parameters' values (and optionally the grid),
+the walk takes them as constants, and the signature's digest carries the specialisation, so a
+specialised signature never equals an unspecialised one or one specialised to other values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LaunchShape:
+    """Values of integer scalar kernel parameters, by PTX name (``k_param_3``) or index (3), and
+    the grid (blocks per axis) when known; ``ints`` is kept sorted so equal specs hash equally."""
+
+    ints: tuple[tuple[str | int, int], ...] = ()
+    grid: tuple[int, int, int] | None = None
+
+    @classmethod
+    def of(cls, ints: Mapping[str | int, int], grid: tuple[int, ...] | None = None) -> LaunchShape:
+        for k, v in ints.items():
+            if not isinstance(k, (str, int)) or isinstance(k, bool):
+                raise ValueError(f"launch parameter key {k!r}: give a PTX parameter name or an index")
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ValueError(f"launch parameter {k!r}: value {v!r} is not an integer")
+        g = None
+        if grid is not None:
+            gl = list(grid) + [1] * (3 - len(grid))
+            if len(gl) != 3 or any(not isinstance(x, int) or isinstance(x, bool) or x < 1 for x in gl):
+                raise ValueError(f"launch grid {grid!r}: give 1 to 3 positive integers")
+            g = (gl[0], gl[1], gl[2])
+        return cls(tuple(sorted(ints.items(), key=lambda kv: (isinstance(kv[0], str), str(kv[0])))), g)
+
+    def key(self) -> str:
+        """The text the digest is tagged with (after names are resolved to indices)."""
+        return f"ints={list(self.ints)!r};grid={self.grid!r}"
+
+    def resolve(self, params: list[str], decls: Mapping[str, str] | None = None) -> dict[str, int]:
+        """PTX parameter name -> value; a name or index the entry does not have, or a pointer
+        parameter, is an error that names it (a silent miss would specialise nothing)."""
+        out: dict[str, int] = {}
+        for k, v in self.ints:
+            if isinstance(k, int):
+                if not 0 <= k < len(params):
+                    raise ValueError(
+                        f"launch parameter index {k} out of range: the entry has {len(params)} parameters"
+                    )
+                name = params[k]
+            else:
+                if k not in params:
+                    raise ValueError(
+                        f"launch parameter {k!r} is not a parameter of the entry ({', '.join(params)})"
+                    )
+                name = k
+            ty = (decls or {}).get(name, "")
+            if ".ptr" in ty or not re.search(r"\.[su](8|16|32|64)\b", ty or ".u32"):
+                raise ValueError(f"launch parameter {name!r} is not an integer scalar ({ty.strip() or '?'})")
+            if name in out and out[name] != v:
+                raise ValueError(f"launch parameter {name!r} given twice with different values")
+            lim = 64 if re.search(r"64\b", ty) else 32
+            if not -(1 << (lim - 1)) <= v < (1 << lim):
+                raise ValueError(f"launch parameter {name!r}: {v} does not fit {lim} bits")
+            out[name] = v
+        return out
+
+
+def param_decls(text: str) -> dict[str, str]:
+    """Declared type text of every ``.param`` of a PTX module, by name (``.u64 .ptr .global ...``)."""
+    pat = r"\.param\s+((?:\.[\w:]+\s+(?:\d+\s+)?)+?)([\w$]+)\s*[,)\n]"
+    return {m.group(2): m.group(1) for m in re.finditer(pat, text)}
+
+
+_MAX_BITS = 12  # thread bits enumerated exactly (4,096 assignments)
+
+
+def pred_truth(pred: object, grid: tuple[int, int, int] | None) -> bool | None:
+    """Truth of a coordinate predicate for every thread of every block of the launch: True or
+    False when the same for all of them, None when it differs or is not decided here.
+
+    Decided: ``cmp`` nodes in the walk's canonical integer form (``d <= 0`` / ``d == 0``,
+    signed only) whose ``d`` is a polynomial over thread bits (enumerated exactly), block ids
+    entering linearly (bounded by the grid, which must be given for them) and constants; ``not``
+    / ``and`` / ``or`` over those."""
+    from fixbits.checker.node import Node
+
+    assert isinstance(pred, Node)
+    k = pred.kind
+    if k == "true":
+        return True
+    if k == "not" and len(pred.kids) == 1:
+        t = pred_truth(pred.kids[0], grid)
+        return None if t is None else not t
+    if k in ("and", "or") and pred.kids:
+        ts = [pred_truth(x, grid) for x in pred.kids]
+        if k == "and":
+            return False if False in ts else (True if all(t is True for t in ts) else None)
+        return True if True in ts else (False if all(t is False for t in ts) else None)
+    if k != "cmp" or len(pred.kids) != 2 or pred.attrs[1:2] != ("s",) or pred.attrs[0] not in ("le", "eq"):
+        return None
+    d, z = pred.kids[0].poly, pred.kids[1].poly
+    if d is None or z is None or not z.is_const() or z.const_value() != 0:
+        return None
+    rng = _range(d, grid)
+    if rng is None:
+        return None
+    lo, hi = rng
+    if pred.attrs[0] == "le":
+        return True if hi <= 0 else (False if lo > 0 else None)
+    return True if lo == hi == 0 else (False if lo > 0 or hi < 0 else None)
+
+
+def _range(d: object, grid: tuple[int, int, int] | None) -> tuple[int, int] | None:
+    """[min, max] of a polynomial over the launch, None when not bounded here."""
+    from fixbits.checker.forms import Poly, is_bit_symbol
+
+    assert isinstance(d, Poly)
+    bits = sorted(s for s in d.symbols() if is_bit_symbol(s))
+    blocks = sorted(s for s in d.symbols() if not is_bit_symbol(s))
+    if len(bits) > _MAX_BITS:
+        return None
+    lo_b = hi_b = 0
+    for s in blocks:
+        if s not in ("ctaid.x", "ctaid.y", "ctaid.z") or grid is None:
+            return None
+        mono = [(m, c) for m, c in d.terms.items() if s in m]
+        if len(mono) != 1 or mono[0][0] != (s,):
+            return None  # a block id in a product: not bounded by its extremes here
+        c = mono[0][1]
+        top = grid["xyz".index(s[-1])] - 1
+        lo_b += min(0, c * top)
+        hi_b += max(0, c * top)
+    rest = Poly({m: c for m, c in d.terms.items() if not any(x in blocks for x in m)})
+    vals = []
+    for mask in range(1 << len(bits)):
+        env = {b: (mask >> i) & 1 for i, b in enumerate(bits)}
+        v = 0
+        for m, c in rest.terms.items():
+            t = c
+            for x in m:
+                t *= env[x]
+            v += t
+        vals.append(v)
+    return min(vals) + lo_b, max(vals) + hi_b
+
+
+def corpus_launch(module_name: str, shape: Mapping[str, int], label: str) -> LaunchShape | None:
+    """The launch a corpus family's config ran with, from the module's opt-in ``launch_ints``
+    (``(shape, cfg, pinned) -> ({arg name: value}, grid)``, None when unknown) and the order of
+    the non-constexpr arguments of its ``aot`` signature (the PTX parameter indices); None when
+    the module does not say (the config is then signed unspecialised)."""
+    import importlib
+
+    from fixbits.corpus.common import Config
+
+    mod = importlib.import_module(module_name)
+    fn = getattr(mod, "launch_ints", None)
+    if fn is None or ":" not in label:
+        return None
+    variant, _, rest = label.partition(":")
+    blocks, w, st = [], 0, 0
+    for item in rest.split(","):
+        k, _, v = item.partition("=")
+        if k == "w":
+            w = int(v)
+        elif k == "s":
+            st = int(v)
+        else:
+            blocks.append((k, int(v)))
+    cfg = Config(tuple(blocks), w, st)
+    pinned: bool | str = {"free": False, "pinned": True}.get(variant, variant)
+    got = fn(dict(shape), cfg, pinned)
+    if got is None:
+        return None
+    ints, grid = got
+    kernels = mod.aot(dict(shape), "fp32", cfg)
+    if len(kernels) != 1:
+        return None
+    sig = kernels[0][1]
+    order = [name for name, ty in sig.items() if ty != "constexpr"]
+    return LaunchShape.of({order.index(name): v for name, v in ints.items()}, grid)

@@ -1,0 +1,206 @@
+"""Launch-shape specialisation (fixbits/checker/launch.py): masked loads decided for the launch,
++0.0 padding folded out of fp32 add trees with a canon marker, the digest tagged."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixbits.checker.api import signature
+from fixbits.checker.launch import LaunchShape
+
+# 64 threads; thread t loads K registers at column t + 64 k of row ctaid.x, each masked by
+# column < N (the register pre-set to +0.0, as Triton emits), sums them and stores its partial.
+HEAD = """\
+.version 8.7
+.target sm_90a
+.address_size 64
+.visible .entry k(
+\t.param .u64 .ptr .global .align 1 k_param_0,
+\t.param .u64 .ptr .global .align 1 k_param_1,
+\t.param .u32 k_param_2
+)
+.reqntid 64
+{
+\t.reg .pred %p<40>;
+\t.reg .b32 %r<200>;
+\t.reg .b64 %rd<100>;
+\tld.param.b64 %rd1, [k_param_0];
+\tld.param.b64 %rd2, [k_param_1];
+\tld.param.b32 %r1, [k_param_2];
+\tmov.u32 %r2, %tid.x;
+\tmov.u32 %r3, %ctaid.x;
+\tmul.lo.s32 %r4, %r3, 4096;
+\tmov.b32 %r5, 0;
+"""
+TAIL = """\tmul.lo.s32 %r190, %r3, 64;
+\tadd.s32 %r191, %r190, %r2;
+\tmul.wide.u32 %rd90, %r191, 4;
+\tadd.s64 %rd91, %rd2, %rd90;
+\tst.global.b32 [%rd91], %rOUT;
+\tret;
+}
+"""
+
+
+def masked_loads(k: int) -> str:
+    out = []
+    for j in range(k):
+        out.append(f"\tadd.s32 %r{10 + j}, %r2, {64 * j};")  # column
+        out.append(f"\tsetp.lt.s32 %p{j}, %r{10 + j}, %r1;")
+        out.append(f"\tadd.s32 %r{50 + j}, %r4, %r{10 + j};")
+        out.append(f"\tmul.wide.s32 %rd{10 + j}, %r{50 + j}, 4;")
+        out.append(f"\tadd.s64 %rd{50 + j}, %rd1, %rd{10 + j};")
+        out.append(f"\tmov.u32 %r{100 + j}, %r5;")
+        out.append(f"\t@%p{j} ld.global.b32 {{ %r{100 + j} }}, [ %rd{50 + j} + 0 ];")
+    return "\n".join(out) + "\n"
+
+
+def chain(k: int, op: str = "add.f32") -> tuple[str, int]:
+    lines, cur = [], 100
+    for j in range(1, k):
+        lines.append(f"\t{op} %r{140 + j}, %r{cur}, %r{100 + j};")
+        cur = 140 + j
+    return "\n".join(lines) + "\n", cur
+
+
+def kernel(k: int, op: str = "add.f32", body: str | None = None, out: int | None = None) -> str:
+    if body is None:
+        body, out = chain(k, op)
+    return HEAD + masked_loads(k) + body + TAIL.replace("%rOUT", f"%r{out}")
+
+
+def at(n: int) -> LaunchShape:
+    return LaunchShape.of({"k_param_2": n})
+
+
+def sig(text: str, launch: LaunchShape | None = None) -> str:
+    s = signature(text, "ptx", launch=launch)
+    assert s.fallback is None, s.fallback
+    return s.digest
+
+
+def test_wider_padding_merges_under_specialisation_only():
+    # N = 100: registers 2.. are beyond every thread's column (>= 128): pads. K = 4 and K = 8 are
+    # both canon(r0 + r1) per thread; unspecialised they stay apart
+    assert sig(kernel(4), at(100)) == sig(kernel(8), at(100))
+    assert sig(kernel(4)) != sig(kernel(8))
+
+
+def test_canon_marker_keeps_a_tree_without_padding_apart():
+    # K = 2 sums r0 + r1 (both real for some thread: may be -0); K = 4 adds +0: canon(r0 + r1)
+    assert sig(kernel(2), at(100)) != sig(kernel(4), at(100))
+
+
+def test_other_values_and_unspecialised_are_apart():
+    assert sig(kernel(4), at(100)) != sig(kernel(4), at(101))
+    assert sig(kernel(4), at(100)) != sig(kernel(4))
+    # index and name are one specialisation
+    assert sig(kernel(4), LaunchShape.of({2: 100})) == sig(kernel(4), at(100))
+
+
+def test_fma_and_max_do_not_fold():
+    # a pad in fma's addend or in max is not folded: the trees keep their length
+    for op in ("max.f32", "add.rz.f32", "add.ftz.f32"):
+        assert sig(kernel(4, op), at(100)) != sig(kernel(8, op), at(100)), op
+    # fma(a, b, +0) is not a * b (a * b = -0 gives +0): a pad addend stays in the fma
+    fma = "\tfma.rn.f32 %r151, %r100, %r101, %r102;\n"
+    mul = "\tmul.rn.f32 %r151, %r100, %r101;\n"
+    assert sig(kernel(4, body=fma, out=151), at(100)) != sig(kernel(4, body=mul, out=151), at(100))
+
+
+def test_folding_does_not_move_a_real_leaf():
+    # ((r0 + r1) + pad) + ... vs (r0 + pad) + r1: both canon(r0 + r1) = equal values; but
+    # (r0 + (r1 + r0)) + pad keeps its own shape
+    a = "\tadd.f32 %r150, %r100, %r101;\n\tadd.f32 %r151, %r150, %r102;\n"
+    b = "\tadd.f32 %r150, %r100, %r102;\n\tadd.f32 %r151, %r150, %r101;\n"
+    c = "\tadd.f32 %r150, %r101, %r100;\n\tadd.f32 %r152, %r150, %r100;\n\tadd.f32 %r151, %r152, %r102;\n"
+    d = "\tadd.f32 %r150, %r101, %r100;\n\tadd.f32 %r152, %r150, %r101;\n\tadd.f32 %r151, %r152, %r102;\n"
+    sa, sb = sig(kernel(3, body=a, out=151), at(100)), sig(kernel(3, body=b, out=151), at(100))
+    assert sa == sb
+    assert sig(kernel(3, body=c, out=151), at(100)) != sig(kernel(3, body=d, out=151), at(100))
+    assert sig(kernel(3, body=c, out=151), at(100)) != sa
+
+
+def test_decided_and_undecided_masks():
+    from fixbits.checker.node import render
+
+    def root(text: str, launch: LaunchShape) -> str:
+        return render(signature(text, "ptx", launch=launch).outputs[0].roots[0].value, 8)
+
+    # N = 32: register 0 is real for threads < 32 only (kept as today's masked load), register 1
+    # is a pad everywhere: canon(masked r0), apart from r0 alone
+    assert root(kernel(2), at(32)).startswith("canon(masked(")
+    assert sig(kernel(1), at(32)) != sig(kernel(2), at(32))
+    # N = 64: register 0 is real everywhere: the plain load
+    assert root(kernel(2), at(64)).startswith("canon(load")
+
+
+@pytest.mark.parametrize(
+    "launch, needle",
+    [
+        (LaunchShape.of({"k_param_9": 1}), "'k_param_9' is not a parameter"),
+        (LaunchShape.of({7: 1}), "index 7 out of range"),
+        (LaunchShape.of({"k_param_0": 1}), "'k_param_0' is not an integer scalar"),
+        (LaunchShape.of({"k_param_2": 1 << 40}), "'k_param_2': 1099511627776 does not fit 32 bits"),
+    ],
+)
+def test_malformed_launch_names_the_parameter(launch, needle):  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match=needle.replace("(", r"\(")):
+        signature(kernel(2), "ptx", launch=launch)
+
+
+def test_malformed_values_are_rejected_at_construction():
+    with pytest.raises(ValueError, match="'N'.*not an integer"):
+        LaunchShape.of({"N": 1.5})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="grid"):
+        LaunchShape.of({}, grid=(0,))
+
+
+def test_unspecialised_signature_unchanged_by_the_module():
+    # the walk without a launch takes no specialised path: same digest as a walk that never
+    # heard of one (the digest recorded for this text before launch.py existed)
+    base = signature(kernel(4), "ptx")
+    again = signature(kernel(4), "ptx", launch=None)
+    assert base.digest == again.digest
+
+
+def test_real_triton_row_sum_wider_tiles_merge(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """Triton's own sm_90 PTX of the corpus row sum at N = 1000: BLOCK_N = 2048 and 4096 (N_MULT 2
+    and 4) are one class for this launch, apart unspecialised; BLOCK_N = 1024 stays apart (its
+    partials carry no canon marker: certifying it equal needs the row's tree proven to hold a pad)."""
+    triton = pytest.importorskip("triton")
+    from fixbits.checker.compile import capture_launches, gpu_target
+    from fixbits.checker.launch import corpus_launch
+    from fixbits.checker.soundness import Case, load_families
+    from fixbits.corpus.common import Config, to_device
+
+    monkeypatch.setattr(triton.knobs.cache, "dir", str(tmp_path))
+    fam = next(f for f in load_families() if f.name == "row_sum")
+    import importlib
+
+    mod = importlib.import_module(fam.module)
+    shape = dict(fam.shape)
+    inputs = {k: to_device(v, "cpu") for k, v in mod.make_inputs(shape, "fp32", "ordinary", 0).items()}
+    spec, plain = [], []
+    for n_mult in (1, 2, 4):
+        case = Case(fam.name, "fp32", False, (("BLOCK_M", 1), ("N_MULT", n_mult)), 4, 1)
+        with capture_launches(gpu_target("sm_90")) as got:
+            mod.launch(inputs, shape, Config(case.blocks, 4, 1), False)
+        (c,) = got
+        launch = corpus_launch(fam.module, shape, case.label())
+        assert launch is not None
+        spec.append(signature(c.asm, "ptx", launch=launch).digest)
+        plain.append(signature(c.asm, "ptx").digest)
+    assert spec[1] == spec[2] and plain[1] != plain[2]
+    assert spec[0] != spec[1]
+
+
+def test_prune_specialises_only_the_named_integer_arguments():
+    from fixbits.checker.compile import Compiled
+    from fixbits.checker.prune import EquivalencePrune
+
+    c = Compiled("k", "ptx", "", 4, 1, ("X", "Y", "M", "N", "stride_m"))
+    args = {"X": object(), "Y": object(), "M": 4096, "N": 1000, "stride_m": 1000}
+    assert EquivalencePrune().launch_of(c, args) is None  # opt-in
+    assert EquivalencePrune(specialise=("N",)).launch_of(c, args) == LaunchShape.of({3: 1000})
+    assert EquivalencePrune(reference="text", specialise=("N",)).launch_of(c, args) is None
