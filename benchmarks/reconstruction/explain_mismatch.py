@@ -219,81 +219,38 @@ def agree_on(
     return "replay", diff
 
 
-def sweep_matches(
-    key: str, dtype: str, out_dtype: str, sweep_csv: Path, fuzz: int, dumps: list[Dump]
-) -> list[dict[str, Any]]:
-    """The sweep's cases of ``key`` whose cells matched the entry, rebuilt as collect drew them
-    (case index ci in fixbits.probe.sweep.cases(fuzz): seeds(ci, d), cells from default_rng(ci)).
-    Each dump's seeds name its ci, which checks that the case list is the run's."""
-    import csv
+def recorded_cases(path: Path, key: str) -> list[dict[str, Any]]:
+    """The sweep's recorded cases of ``key`` (sampled cells with cuBLAS's own bytes): a
+    ``sweep_samples`` directory of the device run, or a ``.json.gz`` of {key: [case, ...]}."""
+    import gzip
 
-    from fixbits.probe.sweep import _sample, cases, cells_per_draw, fp8_aligned, seeds
-
-    todo = cases(fuzz)
-    where: dict[tuple[str, int, int, int], int] = {}
-    for ci, c in enumerate(todo):
-        shape = (
-            fp8_aligned(c.m, c.n, c.k) if dtype.startswith("fp8") and c.which == "fuzz" else (c.m, c.n, c.k)
-        )
-        where.setdefault((c.which, *shape), ci)
-    for d in dumps:
-        ci = d.meta["draws"][0]["seeds"][0] // 64
-        if where.get((d.meta["set"], d.meta["m"], d.meta["n"], d.k)) != ci:
-            raise SystemExit(f"{d.path}: case {ci} is not {d.meta['m']}x{d.meta['n']}x{d.k} in cases({fuzz})")
-    recs = []
-    with sweep_csv.open() as fh:
-        for row in csv.DictReader(fh):
-            if (row["answer"], row["dtype"], row["out_dtype"], row["outcome"]) != (
-                key,
-                dtype,
-                out_dtype,
-                "match",
-            ):
-                continue
-            m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
-            ci = where[(row["set"], m, n, k)]
-            rng = np.random.default_rng(ci)
-            draws = []
-            for d in range(int(row["draws"])):
-                rows, cols = _sample(m, cells_per_draw(k), rng), _sample(n, cells_per_draw(k), rng)
-                draws.append(
-                    {
-                        "kind": ("ordinary", "wide")[d % 2],
-                        "seeds": list(seeds(ci, d)),
-                        "rows": rows,
-                        "cols": cols,
-                    }
-                )
-            recs.append({"dtype": dtype, "out_dtype": out_dtype, "m": m, "n": n, "k": k, "draws": draws})
-    return recs
+    if path.is_dir():
+        out = []
+        for f in sorted(path.glob("*.json.gz")):
+            with gzip.open(f, "rt") as fh:
+                out += [r for r in json.load(fh) if r.get("key") == key]
+        return out
+    with gzip.open(path, "rt") as fh:
+        return list(json.load(fh).get(key, []))
 
 
-def differs_on(d1: GEMMDesc, d2: GEMMDesc, recs: list[dict[str, Any]]) -> list[str]:
-    """The rebuilt sweep cases where the two descriptors' emulations differ in any sampled cell."""
-    out = []
-    for rec in recs:
-        k = rec["k"]
-        if d1.replace(k_cuts=()) == d2.replace(k_cuts=()) and partition(d1, k) == partition(d2, k):
-            continue
-        a, b, _ = sampled_operands(rec)
-        if not np.array_equal(
-            bits(np.ascontiguousarray(emulate(d1, a, b))), bits(np.ascontiguousarray(emulate(d2, a, b)))
-        ):
-            out.append(f"{rec['m']}x{rec['n']}x{k}")
-    return out
+def misses_on(desc: GEMMDesc, recs: list[dict[str, Any]]) -> list[str]:
+    """The recorded cases where ``desc`` disagrees with cuBLAS's recorded cells."""
+    from fixbits.probe.sweep import check_one
+
+    return [f"{r['m']}x{r['n']}x{r['k']}" for r in recs if check_one(r, desc.to_dict(), None)["mismatches"]]
 
 
 def explain(
     key: str,
     dumps: list[Dump],
     profile_dir: Path,
-    sweep_csv: Path | None = None,
-    fuzz: int = 3300,
+    recorded: Path | None = None,
     log: Any = print,
 ) -> dict[str, Any]:
     meta = dumps[0].meta
     prof = find("sm_90", "130100", meta["dtype"], meta["out_dtype"], profile_dir)
-    entry = prof.entries[key]
+    entry = prof.entries.get(key)  # None once the answer was moved to `failed`: the dump holds the run's entry
     ref = GEMMDesc.from_dict(meta["desc"])
     log(
         f"== {key} ({meta['dtype']}->{meta['out_dtype']}): {len(dumps)} dump(s) "
@@ -337,16 +294,14 @@ def explain(
             f"   order variants of the fitting split classes: {len(extra)} tried, {len(more)} more class(es) fit"
         )
         fit += more
-    shapes = verification_shapes(entry.note)
-    recs = sweep_matches(key, meta["dtype"], meta["out_dtype"], sweep_csv, fuzz, dumps) if sweep_csv else []
-    if sweep_csv:
-        log(
-            f"   {len(recs)} sweep shape(s) of {key} matched the entry in {sweep_csv.name}: their draws are rebuilt"
-        )
+    shapes = verification_shapes(entry.note) if entry is not None else []
+    recs = recorded_cases(recorded, key) if recorded else []
+    if recorded:
+        log(f"   {len(recs)} recorded sweep case(s) of {key} in {recorded.name} (cuBLAS's own sampled cells)")
     report: dict[str, Any] = {"key": key, "entry": ref.to_dict(), "fits": [], "verification_shapes": shapes}
     for mem, _ in fit:
         checks = {
-            f"{m}x{n}x{k}": agree_on(mem[0], entry.desc, (m, n, k), meta["dtype"]) for m, n, k in shapes
+            f"{m}x{n}x{k}": agree_on(mem[0], ref, (m, n, k), meta["dtype"]) for m, n, k in shapes
         }
         log(
             f"   fit: {label(mem[0], ref)} (+{len(mem) - 1} equivalent); vs the entry on its verification shapes: "
@@ -361,9 +316,9 @@ def explain(
             "verification": checks,
         }
         if recs:
-            fit_rep["sweep_differs"] = bad = differs_on(mem[0], entry.desc, recs)
+            fit_rep["recorded_misses"] = bad = misses_on(mem[0], recs)
             log(
-                f"        differs from the entry on {len(bad)} of the {len(recs)} sweep shapes where the entry matched"
+                f"        disagrees with cuBLAS on {len(bad)} of the {len(recs)} recorded sweep cases"
                 + (f": {', '.join(bad[:6])}" if bad else "")
             )
         report["fits"].append(fit_rep)
@@ -377,12 +332,12 @@ def main(argv: list[str] | None = None) -> int:
         "--profiles", type=Path, default=PROFILE_DIR, help="profile directory (the entries' notes)"
     )
     ap.add_argument(
-        "--sweep-csv",
+        "--recorded",
         type=Path,
         default=None,
-        help="the run's sweep.csv: its matching cases of the answer are rebuilt and must stay matched",
+        help="the run's recorded sweep cases (its sweep_samples dir, or mismatch_s8/recorded_cases.json.gz):"
+        " a fit must match cuBLAS's recorded cells on every case of its answer",
     )
-    ap.add_argument("--fuzz", type=int, default=3300, help="the run's --fuzz (the case list its seeds index)")
     ap.add_argument("--json", type=Path, default=None, help="write the survivors here")
     args = ap.parse_args(argv)
     by_key: dict[str, list[Dump]] = defaultdict(list)
@@ -390,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         d = load_dump(p)
         by_key[d.meta["key"]].append(d)
     reports = [
-        explain(k, sorted(v, key=lambda d: d.k), args.profiles, args.sweep_csv, args.fuzz)
+        explain(k, sorted(v, key=lambda d: d.k), args.profiles, args.recorded)
         for k, v in sorted(by_key.items())
     ]
     if args.json:

@@ -150,7 +150,7 @@ def predict(sweep_dir: Path, out: Path, deadline_s: float, workers: int, skip: l
                 break
 
 
-def apply(path: Path) -> None:
+def apply(path: Path, run: str) -> None:
     from fixbits.desc import GEMMDesc
     from fixbits.probe.profile import PROFILE_DIR, ProfileEntry
 
@@ -170,10 +170,11 @@ def apply(path: Path) -> None:
             continue
         sel = ", ".join("x".join(map(str, s)) for s in r["selection"])
         note = (f"predicted from known descriptors (offline, CPU); selected on {sel}; verified on "
-                f"{len(r['held_out'])} held-out shapes against the H200's recorded cuBLAS cells (run s5)")
+                f"{len(r['held_out'])} held-out shapes against the H200's recorded cuBLAS cells (run {run})")
         first = r["selection"][0]
         pr.entries[r["key"]] = ProfileEntry(r["key"], GEMMDesc.from_dict(r["desc"]), tuple(first),
                                             len(r["held_out"]), r["shapes"], (), note)
+        pr.failed.pop(r["key"], None)  # the recorded bytes settle what the device probe could not
         n += 1
     for pr in profs.values():
         pr.save(PROFILE_DIR)
@@ -187,10 +188,11 @@ if __name__ == "__main__":
     ap.add_argument("--deadline-s", type=float, default=1800)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--apply", default=None, metavar="JSONL")
+    ap.add_argument("--run", default="s5", help="with --apply: the device run whose recorded cells were used")
     ap.add_argument("--skip", nargs="*", type=Path, default=[], metavar="JSONL",
                     help="earlier runs' results: the answers they tried are not tried again")
     a = ap.parse_args()
     if a.apply:
-        apply(Path(a.apply))
+        apply(Path(a.apply), a.run)
     else:
         predict(Path(a.sweep_dir), Path(a.out), a.deadline_s, a.workers, a.skip)
