@@ -3,7 +3,8 @@
 # packs each script's results into $OUT/<name>.tgz, split into parts below 15 MB when larger
 # (the device tool returns at most 8 files, none of 16 MB or more).
 # usage: bash runners/device/run_all.sh name:budget_s[:extra,args] [...]   (OUT must be set)
-#   e.g. kernels_bench:330:--per-cell,3,--compile-share,0.2  (commas become spaces)
+#   e.g. kernels_bench:330:--per-cell,3,--compile-share,0.2  (commas become spaces; write a comma
+#   that belongs inside one argument as %2C: matmul_check:300:--pairs,bf16:fp32%2Cfp16:fp32)
 set -u
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
@@ -18,6 +19,7 @@ for spec in "$@"; do
   name=${spec%%:*}; rest=${spec#*:}; budget=${rest%%:*}; extra=""
   [ "$rest" != "$budget" ] && extra=${rest#*:}
   IFS=',' read -r -a args <<< "$extra"
+  for i in "${!args[@]}"; do args[i]=${args[i]//%2C/,}; done
   t0=$(date +%s)
   timeout $((budget + 90)) python3 "runners/device/$name.py" --out "$R/$name" --budget-s "$budget" "${args[@]}" > "$R/$name.log" 2>&1
   rc=$?
