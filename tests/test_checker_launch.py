@@ -165,9 +165,10 @@ def test_unspecialised_signature_unchanged_by_the_module():
 
 
 def test_real_triton_row_sum_wider_tiles_merge(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
-    """Triton's own sm_90 PTX of the corpus row sum at N = 1000: BLOCK_N = 2048 and 4096 (N_MULT 2
-    and 4) are one class for this launch, apart unspecialised; BLOCK_N = 1024 stays apart (its
-    partials carry no canon marker: certifying it equal needs the row's tree proven to hold a pad)."""
+    """Triton's own sm_90 PTX of the corpus row sum at N = 1000: BLOCK_N = 1024, 2048 and 4096
+    (N_MULT 1, 2, 4) are one class for this launch, apart unspecialised. 2048 and 4096 pad whole
+    registers (canon(partial)); 1024 has none, but its last register is a pad for threads
+    104..127, so the row's sum is provably never -0 and the wider tiles' canon marker drops."""
     triton = pytest.importorskip("triton")
     from fixbits.checker.compile import capture_launches, gpu_target
     from fixbits.checker.launch import corpus_launch
@@ -191,8 +192,8 @@ def test_real_triton_row_sum_wider_tiles_merge(tmp_path, monkeypatch):  # type: 
         assert launch is not None
         spec.append(signature(c.asm, "ptx", launch=launch).digest)
         plain.append(signature(c.asm, "ptx").digest)
-    assert spec[1] == spec[2] and plain[1] != plain[2]
-    assert spec[0] != spec[1]
+    assert spec[0] == spec[1] == spec[2]
+    assert plain[0] != plain[1] and plain[1] != plain[2]
 
 
 def test_prune_specialises_only_the_named_integer_arguments():
@@ -204,3 +205,69 @@ def test_prune_specialises_only_the_named_integer_arguments():
     assert EquivalencePrune().launch_of(c, args) is None  # opt-in
     assert EquivalencePrune(specialise=("N",)).launch_of(c, args) == LaunchShape.of({3: 1000})
     assert EquivalencePrune(reference="text", specialise=("N",)).launch_of(c, args) is None
+
+
+# the block reduction of the chained partials: a butterfly over each warp, lane 0 of each warp
+# stores its total to shared memory, thread 0 adds the two warps' totals and stores the row
+SMEM = ".shared .align 4 .b8 red_smem[8];\n"
+
+
+def block_reduce(k: int, mask: str = "-1", every_lane_stores: bool = False) -> str:
+    body, cur = chain(k)
+    for j, off in enumerate((16, 8, 4, 2, 1)):
+        m = mask if j == 0 else "-1"
+        body += f"\tshfl.sync.bfly.b32 %r{160 + 2 * j}, %r{cur}, {off}, 31, {m};\n"
+        body += f"\tadd.f32 %r{161 + 2 * j}, %r{cur}, %r{160 + 2 * j};\n"
+        cur = 161 + 2 * j
+    if every_lane_stores:
+        return (
+            HEAD.replace(".visible", SMEM + ".visible")
+            + masked_loads(k)
+            + body
+            + TAIL.replace("%rOUT", f"%r{cur}")
+        )
+    body += f"""\tand.b32 %r180, %r2, 31;
+\tsetp.eq.s32 %p30, %r180, 0;
+\tshr.u32 %r181, %r2, 5;
+\tshl.b32 %r182, %r181, 2;
+\tmov.u32 %r183, red_smem;
+\tadd.s32 %r184, %r183, %r182;
+\t@%p30 st.shared.b32 [%r184], %r{cur};
+\tbar.sync 0;
+\tld.shared.b32 %r185, [red_smem];
+\tld.shared.b32 %r186, [red_smem+4];
+\tadd.f32 %r187, %r185, %r186;
+\tsetp.eq.s32 %p31, %r2, 0;
+\tmul.wide.u32 %rd90, %r3, 4;
+\tadd.s64 %rd91, %rd2, %rd90;
+\t@%p31 st.global.b32 [%rd91], %r187;
+\tret;
+}}
+"""
+    return HEAD.replace(".visible", SMEM + ".visible") + masked_loads(k) + body
+
+
+def test_root_proven_not_minus_zero_drops_the_canon_marker():
+    # N = 100: register 1 (columns 64..127) is a pad for threads 36..63 only (masked, lane-mixed);
+    # K = 4 adds two all-pad registers: canon(partial). The row's sum holds a pad (warp 1's
+    # total is +0 or more, never -0), so the root is never -0 and canon(root) = root: one class
+    assert sig(block_reduce(2), at(100)) == sig(block_reduce(4), at(100))
+    assert sig(block_reduce(2)) != sig(block_reduce(4))
+    # other N: another specialisation (never equal to this one)
+    assert sig(block_reduce(2), at(100)) != sig(block_reduce(2), at(101))
+
+
+def test_root_that_may_be_minus_zero_keeps_the_marker():
+    # N = 128: both registers of K = 2 are real for every thread, no pad reaches the root: the
+    # row sum is -0 when every element is -0, where K = 4's padded sum is +0
+    assert sig(block_reduce(2), at(128)) != sig(block_reduce(4), at(128))
+    # every lane stores its warp's total: warp 0 (columns 0..31 and 64..95, all real) may be -0
+    assert sig(block_reduce(2, every_lane_stores=True), at(100)) != sig(
+        block_reduce(4, every_lane_stores=True), at(100)
+    )
+
+
+def test_shuffle_that_is_not_a_whole_warp_bit_move_keeps_the_marker():
+    # membermask 0xffff: lanes 16..31 are not in the mask (their result is undefined): the canon
+    # marker is not moved through the shuffle, the trees stay apart
+    assert sig(block_reduce(2, mask="65535"), at(100)) != sig(block_reduce(4, mask="65535"), at(100))

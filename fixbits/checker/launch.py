@@ -184,3 +184,62 @@ def corpus_launch(module_name: str, shape: Mapping[str, int], label: str) -> Lau
     sig = kernels[0][1]
     order = [name for name, ty in sig.items() if ty != "constexpr"]
     return LaunchShape.of({order.index(name): v for name, v in ints.items()}, grid)
+
+
+def thread_truths(pred: object, grid: tuple[int, int, int] | None, nbits: int) -> list[bool | None] | None:
+    """``pred_truth`` per thread of a block of 2^nbits threads (``tid.x`` bits ``tx0 ..``): entry
+    t is True / False when the predicate has that value at thread t in every block of the launch,
+    None when not decided there; None altogether when the predicate is not a coordinate form
+    decided here (same forms as ``pred_truth``: signed ``d <= 0`` / ``d == 0``)."""
+    from fixbits.checker.forms import Poly, is_bit_symbol
+    from fixbits.checker.forward import eval_all
+    from fixbits.checker.node import Node
+
+    assert isinstance(pred, Node)
+    size = 1 << nbits
+    k = pred.kind
+    if k == "true":
+        return [True] * size
+    if k == "not" and len(pred.kids) == 1:
+        t = thread_truths(pred.kids[0], grid, nbits)
+        return None if t is None else [None if v is None else not v for v in t]
+    if k in ("and", "or") and pred.kids:
+        ts = [thread_truths(x, grid, nbits) for x in pred.kids]
+        if any(t is None for t in ts):
+            return None
+        out: list[bool | None] = []
+        for vals in zip(*ts, strict=True):  # type: ignore[misc]
+            if k == "and":
+                out.append(False if False in vals else (True if all(v is True for v in vals) else None))
+            else:
+                out.append(True if True in vals else (False if all(v is False for v in vals) else None))
+        return out
+    if k != "cmp" or len(pred.kids) != 2 or pred.attrs[1:2] != ("s",) or pred.attrs[0] not in ("le", "eq"):
+        return None
+    d, z = pred.kids[0].poly, pred.kids[1].poly
+    if d is None or z is None or not z.is_const() or z.const_value() != 0:
+        return None
+    bits = [s for s in d.symbols() if is_bit_symbol(s)]
+    if any(not s.startswith("tx") or int(s[2:]) >= nbits for s in bits):
+        return None
+    blocks = [s for s in d.symbols() if not is_bit_symbol(s)]
+    lo_b = hi_b = 0
+    for s in blocks:
+        if s not in ("ctaid.x", "ctaid.y", "ctaid.z") or grid is None:
+            return None
+        mono = [(m, c) for m, c in d.terms.items() if s in m]
+        if len(mono) != 1 or mono[0][0] != (s,):
+            return None  # a block id in a product: not bounded by its extremes here
+        c = mono[0][1]
+        top = grid["xyz".index(s[-1])] - 1
+        lo_b += min(0, c * top)
+        hi_b += max(0, c * top)
+    rest = Poly({m: c for m, c in d.terms.items() if not any(x in blocks for x in m)})
+    res: list[bool | None] = []
+    for v in eval_all(rest, nbits):
+        lo, hi = v + lo_b, v + hi_b
+        if pred.attrs[0] == "le":
+            res.append(True if hi <= 0 else (False if lo > 0 else None))
+        else:
+            res.append(True if lo == hi == 0 else (False if lo > 0 or hi < 0 else None))
+    return res

@@ -20,9 +20,10 @@ from fixbits.checker.forms import (
     token,
 )
 from fixbits.checker.forward import bit_op
-from fixbits.checker.launch import pred_truth
+from fixbits.checker.launch import pred_truth, thread_truths
 from fixbits.checker.node import Node, Root, const_bits, int_node, opaque
 from fixbits.checker.ptx.parse import Entry, Inst, split_args
+from fixbits.checker.signs import FOLD_ADD, WIDEN, ReadFacts, SignFacts, is_bit_move
 from fixbits.checker.walk import (
     TRUE,
     UNDEF,
@@ -105,6 +106,10 @@ class PTXWalk(Walk):
         # launch specialisation (launch.py; api sets it): integer parameters taken as constants
         self.spec: dict[str, int] = {}
         self.grid: tuple[int, int, int] | None = None
+        # sign facts for the root's canon (signs.py): threads where a masked load's predicate is
+        # false, and what each shared read may see; keyed by node digest, a conflict keeps less
+        self.masked_false: dict[bytes, int] = {}
+        self.read_facts: dict[bytes, ReadFacts | None] = {}
         self._decode()
         for d, n in zip("xyz", self.ntid or (0, 0, 0), strict=False):
             if self.ntid is None:
@@ -273,6 +278,125 @@ class PTXWalk(Walk):
         v = self.spec.get(name)
         return Poly.sym(self.params[name]) if v is None else Poly.const(v)
 
+    # ---- sign facts (launch-specialised walks only; signs.py) ------------------------------
+    def _thread_bits(self) -> int | None:
+        """n for a block of 2^n threads in x (32 <= 2^n <= 1024: whole warps), else None."""
+        nt = self.ntid
+        if nt is None or nt[1] != 1 or nt[2] != 1 or not 32 <= nt[0] <= 1024 or nt[0] & (nt[0] - 1):
+            return None
+        return nt[0].bit_length() - 1
+
+    def _note_masked(self, node: Node, p: Node) -> None:
+        """Record the threads where a masked load's predicate is false in every block."""
+        nb = self._thread_bits()
+        tv = thread_truths(p, self.grid, nb) if nb is not None else None
+        f = 0 if tv is None else sum(1 << t for t, v in enumerate(tv) if v is False)
+        prev = self.masked_false.get(node.digest)
+        self.masked_false[node.digest] = f if prev is None else prev & f
+
+    def _note_read(self, node: Node, facts: ReadFacts | None) -> None:
+        if node.digest in self.read_facts and self.read_facts[node.digest] != facts:
+            facts = None  # one node, two reads that may see different things: keep neither
+        self.read_facts[node.digest] = facts
+
+    def smem_load(self, addr: Node, nbytes: int) -> Node:
+        """The base read; specialised, its sign facts are recorded, and when every store of its
+        history stored ``canon(v)`` and every reader's bytes are proven written (one aligned
+        4-byte store each), the read is ``canon`` of the same read over the stored ``v``: the
+        bytes a thread reads are one writer's canon(v), i.e. canon of what that writer's v is."""
+        v = super().smem_load(addr, nbytes)
+        if not self.spec or v.kind != "xwarp":
+            return v
+        facts = self._read_facts(addr, nbytes)
+        self._note_read(v, facts)
+        hist = v.kids[1]
+        if facts is None or not facts.covered() or not hist.kids:
+            return v
+        if any(e.kind != "st" or e.attrs[:2] != ("st", 4) or e.kids[1].kind != "canon" for e in hist.kids):
+            return v
+        bare = Node(
+            "hist",
+            (),
+            tuple(Node("st", e.attrs, (e.kids[0], e.kids[1].kids[0], e.kids[2])) for e in hist.kids),
+        )
+        x = Node("xwarp", v.attrs, (addr, bare))
+        self._note_read(x, facts)
+        return Node("canon", (), (x,))
+
+    def _read_facts(self, addr: Node, nbytes: int) -> ReadFacts | None:
+        """Per reader thread, the (store, writer) pairs that may have written its 4 bytes last
+        (signs.ReadFacts), by enumerating the block's threads; None when out of scope: a read or
+        store not 4 bytes at a 4-aligned offset of the one shared window that is a function of
+        tid.x, a store predicate not decided per thread, copy-engine or unmodelled writes, a read
+        inside a loop or under a branch."""
+        nb = self._thread_bits()
+        if (
+            nb is None
+            or nbytes != 4
+            or self.smem_decls != 1
+            or self.unmodelled_smem
+            or self.tma_loads
+            or self.depth
+            or self.pc
+            or addr.poly is None
+        ):
+            return None
+        roffs = _word_offsets(addr.poly, nb)
+        if roffs is None:
+            return None
+        size = 1 << nb
+        # slot -> [(store index, writer, barriers passed before the store)]
+        writers: dict[int, list[tuple[int, int, int]]] = {}
+        for j, e in enumerate(self.smem):
+            if e.kind != "st" or e.nbytes != 4 or e.addr.poly is None:
+                return None
+            offs = _word_offsets(e.addr.poly, nb)
+            if offs is None:
+                return None
+            tv = [True] * size if e.pred is None else fwd.truth_all(e.pred, nb)
+            if tv is None:
+                return None
+            for w in range(size):
+                if tv[w]:
+                    writers.setdefault(offs[w], []).append((j, w, e.bar))
+        cands: list[tuple[tuple[int, int], ...] | None] = []
+        for t in range(size):
+            ws = writers.get(roffs[t], [])
+            done = [b for _, _, b in ws if b < self.bars]  # a block barrier lies between it and the read
+            if not done:
+                cands.append(None)
+                continue
+            latest = max(done)  # earlier generations are overwritten by it
+            cands.append(tuple((j, w) for j, w, b in ws if b >= latest))
+        return ReadFacts(tuple(cands))
+
+    def _drop_root_canon(self, v: Node, pred: Node | None) -> Node:
+        """A stored ``canon(x)`` (or a widening/narrowing ``cvt`` of one) is stored as ``x`` when at
+        every thread that may store, x is provably neither -0 nor a non-canonical NaN (signs.py):
+        there canon(x) has x's bits, and a thread that does not store writes no byte."""
+        nb = self._thread_bits()
+        if nb is None:
+            return v
+        size = 1 << nb
+        tv = thread_truths(pred, self.grid, nb) if pred is not None else None
+        storing = (1 << size) - 1 if tv is None else sum(1 << t for t, b in enumerate(tv) if b is not False)
+        return self._uncanon(v, storing, SignFacts(nb, self.masked_false, self.read_facts))
+
+    def _uncanon(self, v: Node, storing: int, facts: SignFacts) -> Node:
+        """``_drop_root_canon`` through a one-operand ``cvt`` and both value arms of a ``select``
+        (each arm is the stored value at a subset of the storing threads: requiring the proof at
+        all of them is conservative)."""
+        if v.kind == "canon":
+            x = v.kids[0]
+            return v if storing & ~facts.canon_fixed(x) else x
+        if v.kind == "cvt" and len(v.kids) == 1:
+            k = self._uncanon(v.kids[0], storing, facts)
+            return v if k is v.kids[0] else Node(v.kind, v.attrs, (k,))
+        if v.kind == "select" and len(v.kids) == 3:
+            a, b = (self._uncanon(k, storing, facts) for k in v.kids[1:])
+            return v if a is v.kids[1] and b is v.kids[2] else mk_select(v.kids[0], a, b)
+        return v
+
     # ---- writes ---------------------------------------------------------------------------
     def write(self, ins: Inst, reg: str, new: Node, kind: str = "") -> None:
         """Write ``new`` to ``reg`` under the instruction's predicate."""
@@ -295,7 +419,10 @@ class PTXWalk(Walk):
                     return
             # which lanes run is a launch fact; a masked load keeps what the lane had instead
             if kind == "load" and old is not None:
-                self.set(reg, Node("masked", (), (new, old)))
+                node = Node("masked", (), (new, old))
+                if self.spec:
+                    self._note_masked(node, p)
+                self.set(reg, node)
             else:
                 self.set(reg, new)
             return
@@ -603,10 +730,10 @@ class PTXWalk(Walk):
                 lanes.append(Node(kind, (".".join(parts[1:-1] + [ty[:-2]]),), tuple(lane_ops)))
             self.write(ins, ins.args[0], mk_pack(lanes, 16))
             return None
-        if self.spec and len(ops) == 2 and kind == "add" and attrs[0] in _FOLD_ADD:
+        if self.spec and len(ops) == 2 and kind == "add" and attrs[0] in FOLD_ADD:
             self.write(ins, ins.args[0], mk_fadd(ops[0], ops[1], attrs))
             return None
-        if self.spec and kind == "cvt" and attrs[0] in _WIDEN and _is_pad(ops[0]):
+        if self.spec and kind == "cvt" and attrs[0] in WIDEN and _is_pad(ops[0]):
             self.write(ins, ins.args[0], ops[0])  # +0 widened is +0
             return None
         self.write(ins, ins.args[0], Node(kind, attrs, tuple(ops)))
@@ -714,6 +841,8 @@ class PTXWalk(Walk):
             else:
                 if pred is not None and not pred_is_coordinate(pred):
                     v = Node("select", (), (pred, v, Node("keep", ())))
+                elif self.spec:
+                    v = self._drop_root_canon(v, pred)
                 self.global_store(ak, v, nbytes)
         return None
 
@@ -1000,7 +1129,20 @@ class PTXWalk(Walk):
             if len(dsts) > 1:
                 self.write(ins, dsts[1], TRUE)
             return None
-        self.write(ins, dsts[0], Node("shfl", (mode,), (a, b, c, mask)))
+        sh = Node("shfl", (mode,), (a, b, c, mask))
+        if (
+            self.spec
+            and a.kind == "canon"
+            and ins.pred is None
+            and not self.pc
+            and self._thread_bits() is not None
+        ):
+            lifted = Node("shfl", (mode,), (a.kids[0], b, c, mask))
+            if is_bit_move(lifted):
+                # a bit move of full warps: lane t gets canon(x) of lane t ^ b, which is canon of
+                # the value lane t ^ b sends: canon(shfl(x))
+                sh = Node("canon", (), (lifted,))
+        self.write(ins, dsts[0], sh)
         if len(dsts) > 1:
             self.write(ins, dsts[1], Node("shflpred", (mode,), (b, c, mask)))
         return None
@@ -1290,11 +1432,6 @@ def _restrict_by_bound(a: Poly, p: Node) -> Poly:
     return a
 
 
-# plain fp32 adds, round to nearest even, subnormals kept (no .ftz, .sat or other rounding)
-_FOLD_ADD = frozenset({"f32", "rn.f32"})
-_WIDEN = frozenset({"f32.f16", "f32.bf16"})  # exact float widenings: +0 stays +0
-
-
 def _is_pad(n: Node) -> bool:
     """The all-zero bit pattern: +0.0 in any float width (a masked load's ``other=0.0``)."""
     return n.poly is not None and n.poly.is_const() and n.poly.const_value() == 0
@@ -1376,3 +1513,16 @@ def _float_only(self: PTXWalk, ins: Inst, parts: list[str]) -> bool | None:
 
 for _name in ("fma", "ex2", "lg2", "rcp", "sqrt", "rsqrt", "sin", "cos", "tanh", "copysign"):
     setattr(PTXWalk, "op_" + _name, _float_only)
+
+
+def _word_offsets(a: Poly, nbits: int) -> list[int] | None:
+    """``a - smem`` at every thread of a block of 2^nbits threads, when ``a`` is the one shared
+    window plus a form over tid.x bits whose every coefficient is a multiple of 4 (so 4-byte
+    accesses at two such offsets either coincide or do not overlap); None otherwise."""
+    if a.terms.get(("smem",)) != 1:
+        return None
+    rel = a - Poly.sym("smem")
+    for m, c in rel.terms.items():
+        if c % 4 or any(not (s.startswith("tx") and s[2:].isdigit() and int(s[2:]) < nbits) for s in m):
+            return None
+    return fwd.eval_all(rel, nbits)
