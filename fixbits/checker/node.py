@@ -32,9 +32,14 @@ _INT_TABLE: dict[tuple, Node] = {}
 
 
 def reset_interning() -> None:
-    """Drop the table of integer nodes (between files: it only saves work within one walk)."""
+    """Bound the table of integer nodes (called between files). A node is a pure function of its
+    polynomial's key, so the configs of one kernel share the entries they have in common."""
     global _INT_TABLE
-    _INT_TABLE = {}
+    if len(_INT_TABLE) > _INT_TABLE_MAX:
+        _INT_TABLE = {}
+
+
+_INT_TABLE_MAX = 400_000
 
 
 _PREFIXES: dict[tuple, bytes] = {}
@@ -77,20 +82,38 @@ class Node:
     combines: bool  # some node of the tree is a combine or an exchange (balanced.py may rewrite it)
 
     def __init__(self, kind: str, attrs: tuple = (), kids: tuple[Node, ...] = (), poly: Poly | None = None):
-        if kind in COMMUTATIVE and len(kids) > 1:
-            kids = tuple(sorted(kids, key=_digest_of))
-        elif kind in COMMUTATIVE_PREFIX2 and len(kids) >= 2:
-            a, b = sorted(kids[:2], key=_digest_of)
-            kids = (a, b) + tuple(kids[2:])
+        nk = len(kids)
+        if nk > 1:
+            if kind in COMMUTATIVE:
+                if nk == 2:
+                    # (what the stable sort by digest does to two children, without its call)
+                    a, b = kids
+                    kids = (b, a) if b.digest < a.digest else (a, b)
+                else:
+                    kids = tuple(sorted(kids, key=_digest_of))
+            elif kind in COMMUTATIVE_PREFIX2:
+                a, b = kids[0], kids[1]
+                if b.digest < a.digest:
+                    a, b = b, a
+                kids = (a, b) + tuple(kids[2:])
         self.kind = kind
         self.attrs = attrs
         self.kids = kids
         self.poly = poly
-        pre = _prefix(kind, attrs) if poly is None else _encode(kind, attrs)  # (int nodes are interned)
-        variant = kind in _VARIANT_KINDS or (poly is not None and poly.is_variant())
+        if poly is None:
+            try:
+                pre = _PREFIXES.get((kind, attrs))
+            except TypeError:
+                pre = _encode(kind, attrs)
+            if pre is None:
+                pre = _prefix(kind, attrs)
+            variant = kind in _VARIANT_KINDS
+        else:
+            pre = _encode(kind, attrs)  # (int nodes are interned)
+            variant = kind in _VARIANT_KINDS or poly.is_variant()
         exchange = kind in _EXCHANGE
         combines = kind in _COMBINING
-        if kids:
+        if nk:
             # one digest call over the concatenation: the same bytes as feeding them one by one
             self.digest = _blake2b(pre + b"".join([k.digest for k in kids]), digest_size=16).digest()
             for k in kids:
@@ -121,12 +144,21 @@ class Node:
 
 
 def int_node(p: Poly) -> Node:
-    """The node of an integer polynomial; one node per polynomial within a walk (hash-consed on
-    the polynomial's key, which is all the node holds)."""
+    """The node of an integer polynomial; one node per polynomial (hash-consed on the
+    polynomial's key, which is all the node holds)."""
     k = p.key()
     n = _INT_TABLE.get(k)
     if n is None:
-        n = Node("int", (k,), (), poly=p)
+        # what Node("int", (k,), (), poly=p) builds, without its generic branches
+        n = Node.__new__(Node)
+        n.kind = "int"
+        n.attrs = attrs = (k,)
+        n.kids = ()
+        n.poly = p
+        n.digest = _blake2b(b"int\x00" + repr(attrs).encode() + b"\x00", digest_size=16).digest()
+        n.variant = p.is_variant()
+        n.exchange = False
+        n.combines = False
         _INT_TABLE[k] = n
     return n
 
