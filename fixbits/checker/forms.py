@@ -152,17 +152,28 @@ class Poly:
         return Poly(t)
 
     def substitute(self, sym: str, value: Poly) -> Poly:
-        out = Poly({})
+        # one accumulator in place of a sum of one-term polynomials: the same terms in the same
+        # order (a sum copies its left side and adds the right side's terms in order)
+        t: dict[Mono, int] = {}
         for m, c in self.terms.items():
             if sym not in m:
-                out = out + Poly({m: c})
+                v = t.get(m, 0) + c
+                if v:
+                    t[m] = v
+                else:
+                    del t[m]
                 continue
             rest = tuple(s for s in m if s != sym)
-            term = Poly({rest: c})
+            term = Poly._of({rest: c})
             for _ in range(m.count(sym)):
                 term = term * value
-            out = out + term
-        return out
+            for m2, c2 in term.terms.items():
+                v = t.get(m2, 0) + c2
+                if v:
+                    t[m2] = v
+                else:
+                    del t[m2]
+        return Poly._of(t)
 
     # ---- bit structure ------------------------------------------------------------------
     def split_bits(self) -> tuple[dict[int, str] | None, Poly]:
