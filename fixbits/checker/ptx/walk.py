@@ -7,6 +7,7 @@ an effect in the signature, so that it can only ever split two kernels.
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from fixbits.checker import forward as fwd
@@ -99,6 +100,8 @@ class PTXWalk(Walk):
         self._fwd_cache: tuple | None = None
         self._fwd_env_cache: list[dict[str, int]] | None = None
         self._fwd_memo: dict[bytes, bool] = {}
+        self._fwd_reads: dict[tuple, Node | None] = {}  # (generation key, addresses, bytes) -> read
+        self._fwd_gen_keys: dict[int, tuple[list[SmemEntry], bytes]] = {}
         # device-side TMA descriptors: fields per shared-memory template and per global copy
         self.tmap_tpl: dict[tuple, dict[tuple[str, int | None], Node]] = {}
         self.tmaps: dict[tuple, dict[tuple[str, int | None], Node]] = {}
@@ -1348,6 +1351,40 @@ class PTXWalk(Walk):
         return c
 
     def _fwd_read(
+        self, gen: list[SmemEntry], bmap: dict[int, tuple[int, int, int]], addrs: list[int], nbytes: int
+    ) -> Node | None:
+        """_fwd_read_uncached, memoised: a read is a pure function of the generation's stores
+        (which also decide ``bmap``), the addresses and the size; unrolled code and the two passes
+        over a loop body repeat reads of one generation."""
+        key = (self._fwd_gen_key(gen), tuple(addrs), nbytes)
+        memo = self._fwd_reads
+        if key in memo:
+            return memo[key]
+        res = memo[key] = self._fwd_read_uncached(gen, bmap, addrs, nbytes)
+        return res
+
+    def _fwd_gen_key(self, gen: list[SmemEntry]) -> bytes:
+        """A digest of what a generation's byte map and values are built from (kept with the
+        list, so its id is not reused)."""
+        got = self._fwd_gen_keys.get(id(gen))
+        if got is not None and got[0] is gen:
+            return got[1]
+        h = hashlib.blake2b(digest_size=16)
+        for e in gen:
+            pd = e.pred.digest if e.pred is not None else b"-" * 16
+            h.update(
+                e.kind.encode()
+                + b"\x00"
+                + e.addr.digest
+                + e.value.digest
+                + pd
+                + e.nbytes.to_bytes(4, "little")
+            )
+        k = h.digest()
+        self._fwd_gen_keys[id(gen)] = (gen, k)
+        return k
+
+    def _fwd_read_uncached(
         self, gen: list[SmemEntry], bmap: dict[int, tuple[int, int, int]], addrs: list[int], nbytes: int
     ) -> Node | None:
         """The value reader x sees at addrs[x] (nbytes), over the reader's thread bits: one store
