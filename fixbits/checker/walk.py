@@ -572,16 +572,19 @@ class LoopSummary:
         return order
 
     def rename(self, n: Node, names: dict[str, int], memo: dict[bytes, Node]) -> Node:
-        got = memo.get(n.digest)
+        d = n.digest
+        got = memo.get(d)
         if got is not None:
             return got
-        refs = self._refs(n)
+        refs = self._refs_memo.get(d)
+        if refs is None:
+            refs = self._refs(n)
         if not refs:
-            memo[n.digest] = n  # reads no carried register: nothing to rename below
+            memo[d] = n  # reads no carried register: nothing to rename below
             return n
         # the renamed tree depends only on the names of the registers it reads: share it
         # between the keys of one loop
-        gkey = (n.digest, tuple(names[r] for r in refs))
+        gkey = (d, tuple([names[r] for r in refs]))
         out = self._rename_memo.get(gkey)
         if out is None:
             if n.kind == "carried":
@@ -593,14 +596,15 @@ class LoopSummary:
                         p = p.substitute(s, Poly.sym(f"S{names[s[8:]]}@{self.depth}"))
                 out = int_node(p) if p is not n.poly else n
             else:
-                kids = tuple(self.rename(k, names, memo) for k in n.kids)
-                out = (
-                    n
-                    if all(a is b for a, b in zip(kids, n.kids, strict=False))
-                    else Node(n.kind, n.attrs, kids, n.poly)
-                )
+                rename = self.rename
+                kids = tuple([rename(k, names, memo) for k in n.kids])
+                out = n
+                for a, b in zip(kids, n.kids, strict=True):
+                    if a is not b:
+                        out = Node(n.kind, n.attrs, kids, n.poly)
+                        break
             self._rename_memo[gkey] = out
-        memo[n.digest] = out
+        memo[d] = out
         return out
 
     def _full(self) -> tuple[Node, dict[str, int]]:
