@@ -28,6 +28,18 @@ _EXCHANGE = frozenset({"shfl", "xwarp", "carried", "ldmatrix", "state"})
 _COMBINING = frozenset({"add", "mul", "max", "min", "shfl", "xwarp"})
 
 
+# kind -> (2: commutative, 1: first two children commute, 0: neither; variant; exchange; combines)
+_KIND_INFO: dict[str, tuple[int, bool, bool, bool]] = {}
+
+
+def _kind_info(kind: str) -> tuple[int, bool, bool, bool]:
+    """The kind's constant facts, looked up once per kind (one dict lookup per node after)."""
+    comm = 2 if kind in COMMUTATIVE else (1 if kind in COMMUTATIVE_PREFIX2 else 0)
+    info = (comm, kind in _VARIANT_KINDS, kind in _EXCHANGE, kind in _COMBINING)
+    _KIND_INFO[kind] = info
+    return info
+
+
 _INT_TABLE: dict[tuple, Node] = {}
 
 
@@ -82,16 +94,20 @@ class Node:
     combines: bool  # some node of the tree is a combine or an exchange (balanced.py may rewrite it)
 
     def __init__(self, kind: str, attrs: tuple = (), kids: tuple[Node, ...] = (), poly: Poly | None = None):
+        info = _KIND_INFO.get(kind)
+        if info is None:
+            info = _kind_info(kind)
+        comm, variant, exchange, combines = info
         nk = len(kids)
-        if nk > 1:
-            if kind in COMMUTATIVE:
+        if comm and nk > 1:
+            if comm == 2:
                 if nk == 2:
                     # (what the stable sort by digest does to two children, without its call)
                     a, b = kids
                     kids = (b, a) if b.digest < a.digest else (a, b)
                 else:
                     kids = tuple(sorted(kids, key=_digest_of))
-            elif kind in COMMUTATIVE_PREFIX2:
+            else:
                 a, b = kids[0], kids[1]
                 if b.digest < a.digest:
                     a, b = b, a
@@ -107,12 +123,10 @@ class Node:
                 pre = _encode(kind, attrs)
             if pre is None:
                 pre = _prefix(kind, attrs)
-            variant = kind in _VARIANT_KINDS
         else:
             pre = _encode(kind, attrs)  # (int nodes are interned)
-            variant = kind in _VARIANT_KINDS or poly.is_variant()
-        exchange = kind in _EXCHANGE
-        combines = kind in _COMBINING
+            if not variant:
+                variant = poly.is_variant()
         if nk:
             # one digest call over the concatenation: the same bytes as feeding them one by one
             self.digest = _blake2b(pre + b"".join([k.digest for k in kids]), digest_size=16).digest()
