@@ -50,7 +50,21 @@ def to_poly(n: Node) -> Poly:
 
 
 def pred_is_coordinate(n: Node) -> bool:
-    """True when a predicate depends only on launch facts (coordinates, extents, parameters)."""
+    """True when a predicate depends only on launch facts (coordinates, extents, parameters);
+    memoised on the digest (a pure function of the tree; guards are asked about again and again)."""
+    got = _COORD.get(n.digest)
+    if got is None:
+        got = _pred_is_coordinate(n)
+        if len(_COORD) > 200_000:
+            _COORD.clear()
+        _COORD[n.digest] = got
+    return got
+
+
+_COORD: dict[bytes, bool] = {}
+
+
+def _pred_is_coordinate(n: Node) -> bool:
     if n.kind == "int":
         assert n.poly is not None
         return not any(s.startswith(("D:", "carried:")) for s in n.poly.symbols())
@@ -88,7 +102,7 @@ def mk_select(p: Node, a: Node, b: Node) -> Node:
     if p.kind == "not":
         return mk_select(p.kids[0], b, a)
     # an MMA K-loop that ran zero times returns its seed: the guard adds nothing
-    if pred_is_coordinate(p) and not p.variant:
+    if not p.variant and pred_is_coordinate(p):
         for x, y in ((a, b), (b, a)):
             if x.kind == "mmafold" and x.kids and x.kids[0].digest == y.digest:
                 return x
