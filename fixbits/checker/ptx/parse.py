@@ -174,7 +174,14 @@ def _instructions(body: str, name: str) -> list[Inst]:
     scope_id = 0
     stmts = _statements(body)
     local_labels = _scope_labels(stmts)
+    cache_get = _INST_CACHE.get
     for st in stmts:
+        if len(scopes) == 1:
+            # (labels, braces and directives are never cached, so a hit is an instruction)
+            hit = cache_get(st)
+            if hit is not None:
+                insts.append(hit)
+                continue
         if st == "{":
             scope_id += 1
             sc = {"__id__": str(scope_id)}
@@ -209,11 +216,6 @@ def _instructions(body: str, name: str) -> list[Inst]:
                         scopes[-1][reg] = f"{reg}@{sid}"
             continue  # other directives (.loc, .pragma, .shared) carry no value semantics
         top = len(scopes) == 1
-        if top:
-            hit = _INST_CACHE.get(st)
-            if hit is not None:
-                insts.append(hit)
-                continue
         m = _STMT_RE.match(st)
         if not m:
             raise PTXError(f"entry {name}: cannot read statement {st[:80]!r}")
