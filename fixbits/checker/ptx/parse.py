@@ -15,13 +15,35 @@ class PTXError(ValueError):
     """Malformed or unsupported PTX text."""
 
 
-@dataclass(frozen=True)
 class Inst:
+    """One statement. Immutable by convention: instances are cached and shared between files.
+    (A plain slotted class: a frozen dataclass's __init__ cost a fifth of the parse.)"""
+
+    __slots__ = ("pred", "neg", "op", "args", "text")
     pred: str | None  # predicate register, None when unpredicated
     neg: bool  # @!%p
     op: str  # full opcode with modifiers, e.g. "add.f32", or ":label"
     args: tuple[str, ...]
     text: str
+
+    def __init__(self, pred: str | None, neg: bool, op: str, args: tuple[str, ...], text: str) -> None:
+        self.pred = pred
+        self.neg = neg
+        self.op = op
+        self.args = args
+        self.text = text
+
+    def _fields(self) -> tuple:
+        return (self.pred, self.neg, self.op, self.args, self.text)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Inst and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"Inst(pred={self.pred!r}, neg={self.neg!r}, op={self.op!r}, args={self.args!r}, text={self.text!r})"
 
 
 @dataclass
@@ -39,7 +61,30 @@ _REGDECL_RE = re.compile(r"\.reg\s+(?:\.v\d\s+)?\.\w+\s+(.+)")
 
 
 def split_args(s: str) -> list[str]:
-    """Split operands on top-level commas (not inside [] or {})."""
+    """Split operands on top-level commas (not inside [] or {}); memoised on the text (operand
+    lists repeat between statements, files and the walk's passes; callers get their own list)."""
+    got = _SPLIT_CACHE.get(s)
+    if got is None:
+        if len(_SPLIT_CACHE) > 100_000:
+            _SPLIT_CACHE.clear()
+        got = _SPLIT_CACHE[s] = tuple(_split_args(s))
+    return list(got)
+
+
+_SPLIT_CACHE: dict[str, tuple[str, ...]] = {}
+
+
+def _split_tuple(s: str) -> tuple[str, ...]:
+    """split_args as the memoised tuple itself (for the parser, which keeps a tuple)."""
+    got = _SPLIT_CACHE.get(s)
+    if got is None:
+        if len(_SPLIT_CACHE) > 100_000:
+            _SPLIT_CACHE.clear()
+        got = _SPLIT_CACHE[s] = tuple(_split_args(s))
+    return got
+
+
+def _split_args(s: str) -> list[str]:
     if "[" not in s and "{" not in s and "]" not in s and "}" not in s:  # no nesting: a plain split
         parts = [p.strip() for p in s.split(",")]
         if parts[-1] == "":
@@ -219,8 +264,8 @@ def _instructions(body: str, name: str) -> list[Inst]:
         m = _STMT_RE.match(st)
         if not m:
             raise PTXError(f"entry {name}: cannot read statement {st[:80]!r}")
-        neg, pred, op, rest = m.group(1), m.group(2), m.group(3), m.group(4)
-        args = tuple(split_args(rest))
+        neg, pred, op, rest = m.groups()
+        args = _split_tuple(rest)
         if len(scopes) > 1:
             args = tuple(_rename(a, scopes) for a in args)
             if pred:
