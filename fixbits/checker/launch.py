@@ -12,6 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fixbits.checker.forms import Poly
 
 
 @dataclass(frozen=True)
@@ -115,15 +119,14 @@ def pred_truth(pred: object, grid: tuple[int, int, int] | None) -> bool | None:
     return True if lo == hi == 0 else (False if lo > 0 or hi < 0 else None)
 
 
-def _range(d: object, grid: tuple[int, int, int] | None) -> tuple[int, int] | None:
-    """[min, max] of a polynomial over the launch, None when not bounded here."""
-    from fixbits.checker.forms import Poly, is_bit_symbol
+def _block_part(
+    d: object, blocks: list[str], grid: tuple[int, int, int] | None
+) -> tuple[int, int, Poly] | None:
+    """(min, max) of a polynomial's block-id terms over the grid, and the rest of it; None when a
+    block id is not a lone linear term (or no grid is known), so its extremes do not bound it."""
+    from fixbits.checker.forms import Poly
 
     assert isinstance(d, Poly)
-    bits = sorted(s for s in d.symbols() if is_bit_symbol(s))
-    blocks = sorted(s for s in d.symbols() if not is_bit_symbol(s))
-    if len(bits) > _MAX_BITS:
-        return None
     lo_b = hi_b = 0
     for s in blocks:
         if s not in ("ctaid.x", "ctaid.y", "ctaid.z") or grid is None:
@@ -135,7 +138,22 @@ def _range(d: object, grid: tuple[int, int, int] | None) -> tuple[int, int] | No
         top = grid["xyz".index(s[-1])] - 1
         lo_b += min(0, c * top)
         hi_b += max(0, c * top)
-    rest = Poly({m: c for m, c in d.terms.items() if not any(x in blocks for x in m)})
+    return lo_b, hi_b, Poly({m: c for m, c in d.terms.items() if not any(x in blocks for x in m)})
+
+
+def _range(d: object, grid: tuple[int, int, int] | None) -> tuple[int, int] | None:
+    """[min, max] of a polynomial over the launch, None when not bounded here."""
+    from fixbits.checker.forms import Poly, is_bit_symbol
+
+    assert isinstance(d, Poly)
+    bits = sorted(s for s in d.symbols() if is_bit_symbol(s))
+    blocks = sorted(s for s in d.symbols() if not is_bit_symbol(s))
+    if len(bits) > _MAX_BITS:
+        return None
+    split = _block_part(d, blocks, grid)
+    if split is None:
+        return None
+    lo_b, hi_b, rest = split
     vals = []
     for mask in range(1 << len(bits)):
         env = {b: (mask >> i) & 1 for i, b in enumerate(bits)}
@@ -191,7 +209,7 @@ def thread_truths(pred: object, grid: tuple[int, int, int] | None, nbits: int) -
     t is True / False when the predicate has that value at thread t in every block of the launch,
     None when not decided there; None altogether when the predicate is not a coordinate form
     decided here (same forms as ``pred_truth``: signed ``d <= 0`` / ``d == 0``)."""
-    from fixbits.checker.forms import Poly, is_bit_symbol
+    from fixbits.checker.forms import is_bit_symbol
     from fixbits.checker.forward import eval_all
     from fixbits.checker.node import Node
 
@@ -223,18 +241,10 @@ def thread_truths(pred: object, grid: tuple[int, int, int] | None, nbits: int) -
     if any(not s.startswith("tx") or int(s[2:]) >= nbits for s in bits):
         return None
     blocks = [s for s in d.symbols() if not is_bit_symbol(s)]
-    lo_b = hi_b = 0
-    for s in blocks:
-        if s not in ("ctaid.x", "ctaid.y", "ctaid.z") or grid is None:
-            return None
-        mono = [(m, c) for m, c in d.terms.items() if s in m]
-        if len(mono) != 1 or mono[0][0] != (s,):
-            return None  # a block id in a product: not bounded by its extremes here
-        c = mono[0][1]
-        top = grid["xyz".index(s[-1])] - 1
-        lo_b += min(0, c * top)
-        hi_b += max(0, c * top)
-    rest = Poly({m: c for m, c in d.terms.items() if not any(x in blocks for x in m)})
+    split = _block_part(d, blocks, grid)
+    if split is None:
+        return None
+    lo_b, hi_b, rest = split
     res: list[bool | None] = []
     for v in eval_all(rest, nbits):
         lo, hi = v + lo_b, v + hi_b
