@@ -164,11 +164,14 @@ def test_unspecialised_signature_unchanged_by_the_module():
     assert base.digest == again.digest
 
 
-def test_real_triton_row_sum_wider_tiles_merge(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("block_m", [1, 2])
+def test_real_triton_row_sum_wider_tiles_merge(tmp_path, monkeypatch, block_m):  # type: ignore[no-untyped-def]
     """Triton's own sm_90 PTX of the corpus row sum at N = 1000: BLOCK_N = 1024, 2048 and 4096
     (N_MULT 1, 2, 4) are one class for this launch, apart unspecialised. 2048 and 4096 pad whole
     registers (canon(partial)); 1024 has none, but its last register is a pad for threads
-    104..127, so the row's sum is provably never -0 and the wider tiles' canon marker drops."""
+    104..127, so the row's sum is provably never -0 and the wider tiles' canon marker drops.
+    BLOCK_M = 2 stores select(tx0 == 0, row 0, shfl(select(tx0 == 0, row 1, row 0), 1)): each
+    arm is proven only at the threads that take it (Session 8c)."""
     triton = pytest.importorskip("triton")
     from fixbits.checker.compile import capture_launches, gpu_target
     from fixbits.checker.launch import corpus_launch
@@ -184,7 +187,7 @@ def test_real_triton_row_sum_wider_tiles_merge(tmp_path, monkeypatch):  # type: 
     inputs = {k: to_device(v, "cpu") for k, v in mod.make_inputs(shape, "fp32", "ordinary", 0).items()}
     spec, plain = [], []
     for n_mult in (1, 2, 4):
-        case = Case(fam.name, "fp32", False, (("BLOCK_M", 1), ("N_MULT", n_mult)), 4, 1)
+        case = Case(fam.name, "fp32", False, (("BLOCK_M", block_m), ("N_MULT", n_mult)), 4, 1)
         with capture_launches(gpu_target("sm_90")) as got:
             mod.launch(inputs, shape, Config(case.blocks, 4, 1), False)
         (c,) = got
@@ -271,3 +274,61 @@ def test_shuffle_that_is_not_a_whole_warp_bit_move_keeps_the_marker():
     # membermask 0xffff: lanes 16..31 are not in the mask (their result is undefined): the canon
     # marker is not moved through the shuffle, the trees stay apart
     assert sig(block_reduce(2, mask="65535"), at(100)) != sig(block_reduce(4, mask="65535"), at(100))
+
+
+# each thread stores select(p, partial, first element): at N = 96 register 1 (columns 64 + t) is
+# a pad exactly for warp 1 (threads 32..63), so the partial is provably never -0 there; K = 4
+# adds two all-pad registers (canon(partial)), K = 2 does not
+def select_root(k: int, pred: str) -> str:
+    body, cur = chain(k)
+    body += pred + f"\tselp.b32 %r199, %r{cur}, %r100, %p35;\n"
+    return HEAD + masked_loads(k) + body + TAIL.replace("%rOUT", "%r199")
+
+
+WARP = "\tshr.u32 %r195, %r2, 5;\n\tsetp.eq.u32 %p35, %r195, {w};\n"
+
+
+def test_select_arm_proven_only_where_it_is_taken():
+    # p = (warp == 1): the partial is stored only by warp 1, where it is never -0: the marker
+    # drops in that arm alone (the arm is proven over the threads that take it), one class
+    assert sig(select_root(2, WARP.format(w=1)), at(96)) == sig(select_root(4, WARP.format(w=1)), at(96))
+    # unspecialised: apart
+    assert sig(select_root(2, WARP.format(w=1))) != sig(select_root(4, WARP.format(w=1)))
+    # p = (warp == 0): warp 0 stores the partial, which is -0 when both its elements are: apart
+    assert sig(select_root(2, WARP.format(w=0)), at(96)) != sig(select_root(4, WARP.format(w=0)), at(96))
+    # N = 128: no pad in the partial for any thread: apart
+    assert sig(select_root(2, WARP.format(w=1)), at(128)) != sig(select_root(4, WARP.format(w=1)), at(128))
+
+
+def test_select_on_an_undecided_predicate_stays_conservative():
+    # p = (ctaid.x == 0) with no grid given, or a data-dependent p: each arm is proven over every
+    # storing thread, warp 0 may store a -0 partial: apart
+    block = "\tsetp.eq.u32 %p35, %r3, 0;\n"
+    assert sig(select_root(2, block), at(96)) != sig(select_root(4, block), at(96))
+    data = "\tsetp.gt.f32 %p35, %r100, %r101;\n"
+    assert sig(select_root(2, data), at(96)) != sig(select_root(4, data), at(96))
+    # the same predicate over a wider thread-bit form (|a - b| may reach 2^16): not decided
+    wide = "\tmul.lo.s32 %r196, %r2, 4096;\n\tsetp.eq.u32 %p35, %r196, 131072;\n"
+    assert sig(select_root(2, wide), at(96)) != sig(select_root(4, wide), at(96))
+
+
+# the two-rows-per-program idiom (row_sum BLOCK_M = 2): s = select(p, first, partial) is
+# shuffled from lane t ^ 1 and selected again: at threads where p holds (warp 1, even lanes) the
+# store is the partial of lane t ^ 1 (odd, warp 1: a pad there); elsewhere the first element
+def shuffled_select_root(k: int, which: int, shfl_pred: str = "") -> str:
+    body, cur = chain(k)
+    body += f"\tand.b32 %r195, %r2, 33;\n\tsetp.eq.u32 %p35, %r195, {which};\n"
+    body += f"\tselp.b32 %r197, %r100, %r{cur}, %p35;\n"
+    body += f"\t{shfl_pred}shfl.sync.bfly.b32 %r198, %r197, 1, 31, -1;\n"
+    body += "\tselp.b32 %r199, %r198, %r100, %p35;\n"
+    return HEAD + masked_loads(k) + body + TAIL.replace("%rOUT", "%r199")
+
+
+def test_select_arm_proven_through_a_shuffle_at_the_source_lanes():
+    assert sig(shuffled_select_root(2, 32), at(96)) == sig(shuffled_select_root(4, 32), at(96))
+    assert sig(shuffled_select_root(2, 32)) != sig(shuffled_select_root(4, 32))
+    # p = (warp 0, even lane): the partial comes from warp 0's odd lanes, which may be -0: apart
+    assert sig(shuffled_select_root(2, 0), at(96)) != sig(shuffled_select_root(4, 0), at(96))
+    # a predicated shuffle (lanes that do not run keep their register): not passed through
+    p = "@%p0 "
+    assert sig(shuffled_select_root(2, 32, p), at(96)) != sig(shuffled_select_root(4, 32, p), at(96))

@@ -81,6 +81,7 @@ def param_decls(text: str) -> dict[str, str]:
 
 
 _MAX_BITS = 12  # thread bits enumerated exactly (4,096 assignments)
+_U_EQ_BOUND = 1 << 16  # unsigned eq decided only where |a - b| < 2^16 (the narrowest setp width)
 
 
 def pred_truth(pred: object, grid: tuple[int, int, int] | None) -> bool | None:
@@ -208,7 +209,16 @@ def thread_truths(pred: object, grid: tuple[int, int, int] | None, nbits: int) -
     """``pred_truth`` per thread of a block of 2^nbits threads (``tid.x`` bits ``tx0 ..``): entry
     t is True / False when the predicate has that value at thread t in every block of the launch,
     None when not decided there; None altogether when the predicate is not a coordinate form
-    decided here (same forms as ``pred_truth``: signed ``d <= 0`` / ``d == 0``)."""
+    decided here (the forms of ``pred_truth``: signed ``d <= 0`` / ``d == 0``; and unsigned
+    ``d == 0``).
+
+    Unsigned ``eq`` (``setp.eq.u32 a, b``, walked as ``a - b == 0``) is decided from the exact
+    integer value of d: equality of two registers is equality of their bits, whatever the sign
+    convention, so d == 0 gives True (a and b are the same integer, hence the same bits); and
+    0 < |d| < 2^16 gives False (a and b differ by less than 2^w for every setp width w >= 16,
+    so they differ modulo 2^w: no wrap can make them equal). A d whose range over the launch
+    reaches 2^16 in magnitude is left undecided. Unsigned ``le`` is not decided: ``a <= b``
+    unsigned is not a function of d alone once a or b may wrap below zero."""
     from fixbits.checker.forms import is_bit_symbol
     from fixbits.checker.forward import eval_all
     from fixbits.checker.node import Node
@@ -232,8 +242,9 @@ def thread_truths(pred: object, grid: tuple[int, int, int] | None, nbits: int) -
             else:
                 out.append(True if True in vals else (False if all(v is False for v in vals) else None))
         return out
-    if k != "cmp" or len(pred.kids) != 2 or pred.attrs[1:2] != ("s",) or pred.attrs[0] not in ("le", "eq"):
+    if k != "cmp" or len(pred.kids) != 2 or pred.attrs[:2] not in (("le", "s"), ("eq", "s"), ("eq", "u")):
         return None
+    unsigned = pred.attrs[1] == "u"
     d, z = pred.kids[0].poly, pred.kids[1].poly
     if d is None or z is None or not z.is_const() or z.const_value() != 0:
         return None
@@ -250,6 +261,8 @@ def thread_truths(pred: object, grid: tuple[int, int, int] | None, nbits: int) -
         lo, hi = v + lo_b, v + hi_b
         if pred.attrs[0] == "le":
             res.append(True if hi <= 0 else (False if lo > 0 else None))
+        elif unsigned and not -_U_EQ_BOUND < lo <= hi < _U_EQ_BOUND:
+            res.append(None)  # a wrap modulo 2^w is not excluded
         else:
             res.append(True if lo == hi == 0 else (False if lo > 0 or hi < 0 else None))
     return res

@@ -113,6 +113,9 @@ class PTXWalk(Walk):
         # false, and what each shared read may see; keyed by node digest, a conflict keeps less
         self.masked_false: dict[bytes, int] = {}
         self.read_facts: dict[bytes, ReadFacts | None] = {}
+        # shfl nodes by digest: True while every write of one was unpredicated and outside any
+        # branch or loop (the register then holds lane t ^ b's value at every thread), False once not
+        self.plain_shfl: dict[bytes, bool] = {}
         self._decode()
         for d, n in zip("xyz", self.ntid or (0, 0, 0), strict=False):
             if self.ntid is None:
@@ -386,9 +389,26 @@ class PTXWalk(Walk):
         return self._uncanon(v, storing, SignFacts(nb, self.masked_false, self.read_facts))
 
     def _uncanon(self, v: Node, storing: int, facts: SignFacts) -> Node:
-        """``_drop_root_canon`` through a one-operand ``cvt`` and both value arms of a ``select``
-        (each arm is the stored value at a subset of the storing threads: requiring the proof at
-        all of them is conservative)."""
+        """``_drop_root_canon`` through a one-operand ``cvt`` and both value arms of a ``select``.
+
+        ``storing`` is a set of threads outside which the node's value is never stored. A
+        ``select(p, a, b)`` stores a's bits at the storing threads where p holds and b's where it
+        does not. With ``thread_truths(p)`` (per thread: True / False in every block of the
+        launch, None undecided) the 'then' arm is proven over the storing threads where p is not
+        provably False, the 'else' arm over those where p is not provably True (undecided threads
+        go to both; an undecided predicate gives each arm every storing thread). Soundness: take
+        a thread t that stores and an arm, say a, that t's select takes. Then p holds at t in t's
+        block, so thread_truths(p)[t] is not False (False means p is false at t in every block),
+        so t is in a's set, and a's canon is dropped only if canon(x) = x at t. Threads outside
+        an arm's set never store that arm's value, so what the arm is there is never written.
+        The select's p is evaluated at the thread whose value it is: the storing thread, or,
+        under a shuffle, the source lane (below), whose set is moved with it.
+
+        A whole-warp bit move ``shfl.sync.bfly x, b, 31, -1`` (``is_bit_move``, blocks of whole
+        warps, every write of the node unpredicated, outside branches and loops) is x of thread t ^ b
+        at thread t; so x is proven over {t ^ b : t in storing}: where x's canon is dropped
+        only at threads whose x no storing thread receives, or where canon(x) = x, the shuffle
+        of the new x equals the old one at every storing thread."""
         if v.kind == "canon":
             x = v.kids[0]
             return v if storing & ~facts.canon_fixed(x) else x
@@ -396,8 +416,27 @@ class PTXWalk(Walk):
             k = self._uncanon(v.kids[0], storing, facts)
             return v if k is v.kids[0] else Node(v.kind, v.attrs, (k,))
         if v.kind == "select" and len(v.kids) == 3:
-            a, b = (self._uncanon(k, storing, facts) for k in v.kids[1:])
+            nb = facts.size.bit_length() - 1
+            tv = thread_truths(v.kids[0], self.grid, nb)
+            if tv is None or len(tv) != facts.size:
+                then_s = else_s = storing
+            else:
+                is_false = sum(1 << t for t, b in enumerate(tv) if b is False)
+                is_true = sum(1 << t for t, b in enumerate(tv) if b is True)
+                then_s, else_s = storing & ~is_false, storing & ~is_true
+            a = self._uncanon(v.kids[1], then_s, facts)
+            b = self._uncanon(v.kids[2], else_s, facts)
             return v if a is v.kids[1] and b is v.kids[2] else mk_select(v.kids[0], a, b)
+        if v.kind == "shfl" and is_bit_move(v) and self.plain_shfl.get(v.digest, False):
+            b_const = v.kids[1].poly
+            assert b_const is not None
+            lane = b_const.const_value()
+            src = 0
+            for t in range(facts.size):
+                if storing >> t & 1:
+                    src |= 1 << (t ^ lane)
+            x = self._uncanon(v.kids[0], src, facts)
+            return v if x is v.kids[0] else Node(v.kind, v.attrs, (x, *v.kids[1:]))
         return v
 
     # ---- writes ---------------------------------------------------------------------------
@@ -1145,6 +1184,9 @@ class PTXWalk(Walk):
                 # a bit move of full warps: lane t gets canon(x) of lane t ^ b, which is canon of
                 # the value lane t ^ b sends: canon(shfl(x))
                 sh = Node("canon", (), (lifted,))
+        if self.spec:
+            plain = ins.pred is None and not self.pc and not self.depth
+            self.plain_shfl[sh.digest] = plain and self.plain_shfl.get(sh.digest, True)
         self.write(ins, dsts[0], sh)
         if len(dsts) > 1:
             self.write(ins, dsts[1], Node("shflpred", (mode,), (b, c, mask)))
