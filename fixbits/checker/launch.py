@@ -10,7 +10,7 @@ specialised signature never equals an unspecialised one or one specialised to ot
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -102,10 +102,7 @@ def pred_truth(pred: object, grid: tuple[int, int, int] | None) -> bool | None:
         t = pred_truth(pred.kids[0], grid)
         return None if t is None else not t
     if k in ("and", "or") and pred.kids:
-        ts = [pred_truth(x, grid) for x in pred.kids]
-        if k == "and":
-            return False if False in ts else (True if all(t is True for t in ts) else None)
-        return True if True in ts else (False if all(t is False for t in ts) else None)
+        return _join(k, [pred_truth(x, grid) for x in pred.kids])
     if k != "cmp" or len(pred.kids) != 2 or pred.attrs[1:2] != ("s",) or pred.attrs[0] not in ("le", "eq"):
         return None
     d, z = pred.kids[0].poly, pred.kids[1].poly
@@ -114,8 +111,19 @@ def pred_truth(pred: object, grid: tuple[int, int, int] | None) -> bool | None:
     rng = _range(d, grid)
     if rng is None:
         return None
-    lo, hi = rng
-    if pred.attrs[0] == "le":
+    return _decide(pred.attrs[0], *rng)
+
+
+def _join(op: str, vals: Sequence[bool | None]) -> bool | None:
+    """Three-valued ``and`` / ``or``: decided only when the decided operands settle it."""
+    if op == "and":
+        return False if False in vals else (True if all(v is True for v in vals) else None)
+    return True if True in vals else (False if all(v is False for v in vals) else None)
+
+
+def _decide(op: str, lo: int, hi: int) -> bool | None:
+    """``d <= 0`` / ``d == 0`` for every d in [lo, hi]: True, False, or None when it varies."""
+    if op == "le":
         return True if hi <= 0 else (False if lo > 0 else None)
     return True if lo == hi == 0 else (False if lo > 0 or hi < 0 else None)
 
@@ -145,6 +153,7 @@ def _block_part(
 def _range(d: object, grid: tuple[int, int, int] | None) -> tuple[int, int] | None:
     """[min, max] of a polynomial over the launch, None when not bounded here."""
     from fixbits.checker.forms import Poly, is_bit_symbol
+    from fixbits.checker.forward import eval_all
 
     assert isinstance(d, Poly)
     bits = sorted(s for s in d.symbols() if is_bit_symbol(s))
@@ -155,16 +164,10 @@ def _range(d: object, grid: tuple[int, int, int] | None) -> tuple[int, int] | No
     if split is None:
         return None
     lo_b, hi_b, rest = split
-    vals = []
-    for mask in range(1 << len(bits)):
-        env = {b: (mask >> i) & 1 for i, b in enumerate(bits)}
-        v = 0
-        for m, c in rest.terms.items():
-            t = c
-            for x in m:
-                t *= env[x]
-            v += t
-        vals.append(v)
+    # every bit symbol is 0 or 1, so renaming them tx0 .. tx{k-1} keeps the set of values:
+    # forward.eval_all enumerates (and caches) it
+    ren = {b: f"tx{i}" for i, b in enumerate(bits)}
+    vals = eval_all(Poly({tuple(ren[x] for x in m): c for m, c in rest.terms.items()}), len(bits))
     return min(vals) + lo_b, max(vals) + hi_b
 
 
@@ -235,13 +238,7 @@ def thread_truths(pred: object, grid: tuple[int, int, int] | None, nbits: int) -
         ts = [thread_truths(x, grid, nbits) for x in pred.kids]
         if any(t is None for t in ts):
             return None
-        out: list[bool | None] = []
-        for vals in zip(*ts, strict=True):  # type: ignore[misc]
-            if k == "and":
-                out.append(False if False in vals else (True if all(v is True for v in vals) else None))
-            else:
-                out.append(True if True in vals else (False if all(v is False for v in vals) else None))
-        return out
+        return [_join(k, vals) for vals in zip(*ts, strict=True)]  # type: ignore[misc]
     if k != "cmp" or len(pred.kids) != 2 or pred.attrs[:2] not in (("le", "s"), ("eq", "s"), ("eq", "u")):
         return None
     unsigned = pred.attrs[1] == "u"
@@ -259,10 +256,8 @@ def thread_truths(pred: object, grid: tuple[int, int, int] | None, nbits: int) -
     res: list[bool | None] = []
     for v in eval_all(rest, nbits):
         lo, hi = v + lo_b, v + hi_b
-        if pred.attrs[0] == "le":
-            res.append(True if hi <= 0 else (False if lo > 0 else None))
-        elif unsigned and not -_U_EQ_BOUND < lo <= hi < _U_EQ_BOUND:
+        if unsigned and not -_U_EQ_BOUND < lo <= hi < _U_EQ_BOUND:
             res.append(None)  # a wrap modulo 2^w is not excluded
         else:
-            res.append(True if lo == hi == 0 else (False if lo > 0 or hi < 0 else None))
+            res.append(_decide(pred.attrs[0], lo, hi))
     return res

@@ -229,20 +229,26 @@ def row_tag(row: dict[str, Any]) -> str:
     return f"{row['set']}:{row['m']}x{row['n']}x{row['k']}"
 
 
+def draw_operands(m: int, n: int, k: int, dtype: str, seed: int, d: int) -> tuple[Any, Any]:
+    """Draw ``d`` of a shape: ordinary and wide exponents alternating, hash seeds seed*64 + 2d and
+    + 1 (one rule for the comparison and for the profiler's redo of draw 0)."""
+    from fixbits.probe.hashdraw import operand
+
+    kind = "ordinary" if d % 2 == 0 else "wide"
+    s = seed * 64 + 2 * d
+    return operand((m, k), dtype, kind, s, "cuda"), operand((k, n), dtype, kind, s + 1, "cuda")
+
+
 def compare(row: dict[str, Any], draws: int, pending: dict[PendingKey, Redo]) -> None:
     """Run the draws of one covered shape; fills outcome, ndiff, nonzero_share and records in
     ``pending`` what profiling its cuBLAS launch needs (done per pair, in few profiler sessions)."""
     from fixbits.kernels.matmul import matmul
-    from fixbits.probe.hashdraw import operand
     from fixbits.testing import compare_bits
 
     m, n, k, dt, od = row["m"], row["n"], row["k"], row["_in"], row["_out"]
     ndiff = nonzero = 0
     for d in range(draws):
-        kind = "ordinary" if d % 2 == 0 else "wide"
-        s = row["seed"] * 64 + 2 * d
-        a = operand((m, k), dt, kind, s, "cuda")
-        b = operand((k, n), dt, kind, s + 1, "cuda")
+        a, b = draw_operands(m, n, k, dt, row["seed"], d)
         ours = matmul(a, b, out_dtype=od)
         ref = reference(a, b, dt, od)
         ndiff += compare_bits(ours, ref).n_diff  # raw bits; raises on a dtype or shape mismatch
@@ -339,13 +345,9 @@ def profile_pending(
 
 def _reference_calls(redos: list[Redo]) -> list[Any]:
     """One cuBLAS call per Redo on draw 0's operands (ordinary kind, seed*64 and seed*64+1)."""
-    from fixbits.probe.hashdraw import operand
-
     calls = []
     for r in redos:
-        s = r.seed * 64
-        a = operand((r.m, r.k), r.in_dtype, "ordinary", s, "cuda")
-        b = operand((r.k, r.n), r.in_dtype, "ordinary", s + 1, "cuda")
+        a, b = draw_operands(r.m, r.n, r.k, r.in_dtype, r.seed, 0)
         calls.append(functools.partial(reference, a, b, r.in_dtype, r.out_dtype))
     return calls
 
