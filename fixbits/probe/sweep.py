@@ -27,7 +27,7 @@ DRAW_KINDS = ("ordinary", "wide")
 
 @dataclass(frozen=True)
 class Case:
-    which: str  # realistic | fuzz
+    which: str  # realistic | fuzz | recheck
     m: int
     n: int
     k: int

@@ -59,6 +59,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fuzz-from", type=int, default=0, metavar="N",
                    help="sweep only fuzz shapes N.. of the --fuzz set (no realistic shapes): extends an earlier "
                         "run's sweep with new shapes of the same seeded sequence")
+    p.add_argument("--recheck-csv", default=None, metavar="CSV",
+                   help="an earlier run's sweep.csv: its shapes whose answer has every part of one of "
+                        "--recheck-answers are swept first (set 'recheck'), to re-verify corrected entries")
+    p.add_argument("--recheck-answers", nargs="+", default=[], metavar="KEY",
+                   help="answer keys or parts of them, e.g. a66-t12-s10 (all parts must occur)")
     p.add_argument("--draws", type=int, default=10)
     p.add_argument("--sweep-share", type=float, default=0.4, help="share of the budget kept for the sweep")
     p.add_argument("--profiles", default=None, help="use these profiles for the sweep (skip part 1)")
@@ -78,7 +83,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.dtypes = ",".join(args.dtypes)
     args.out_dtypes = ",".join(args.out_dtypes)
     args.pairs = ",".join(args.pairs) if args.pairs else None
+    args.recheck_answers = [a for x in args.recheck_answers for a in x.split(",") if a]
+    if bool(args.recheck_csv) != bool(args.recheck_answers):
+        p.error("--recheck-csv and --recheck-answers go together")
     return args
+
+
+def recheck_cases(csv_path: str, answers: list[str]) -> list[Any]:
+    """Shapes an earlier sweep routed to these answers: a corrected entry is re-verified on the
+    very shapes that showed it wrong (and on the others of its answer)."""
+    import csv
+
+    from fixbits.probe.sweep import Case
+
+    wanted = [set(a.split("-")) for a in answers]
+    seen: dict[tuple[int, int, int], None] = {}
+    with open(csv_path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            parts = set(row["answer"].split("-"))
+            if row["outcome"] != "too_large" and any(w <= parts for w in wanted):
+                seen[(int(row["m"]), int(row["n"]), int(row["k"]))] = None
+    return [Case("recheck", m, n, k) for m, n, k in seen]
 
 
 def explicit_pairs(spec: str) -> tuple[list[tuple[str, str]], dict[tuple[str, str], float]]:
@@ -289,6 +314,11 @@ def main(argv: list[str] | None = None) -> int:
         todo, pair_w = explicit_pairs(args.pairs)
         dtypes = list(dict.fromkeys(dt for dt, _ in todo))
     cs = sweep_cases(args.fuzz, args.limit_shapes, args.fuzz_from)
+    if args.recheck_csv:
+        again = recheck_cases(args.recheck_csv, args.recheck_answers)
+        log(f"recheck: {len(again)} shapes of {args.recheck_answers} from {args.recheck_csv}")
+        known = {(x.m, x.n, x.k) for x in again}
+        cs = again + [c for c in cs if (c.m, c.n, c.k) not in known]
     prio = [(c.m, c.n, c.k) for c in cs]
     prio_real = [(c.m, c.n, c.k) for c in cs if c.which == "realistic"]
     lt = _DryLt() if dry else None
@@ -357,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.narrow_sweep == "none":
                     continue
                 if args.narrow_sweep == "realistic":
-                    todo_cs = [c for c in cs if c.which == "realistic"]
+                    todo_cs = [c for c in cs if c.which in ("realistic", "recheck")]
             counts["+".join(ins) + "->" + od] = collect(
                 lt_s, todo_cs, ins, od, args.draws, deadline - 12 - reserve, out, device=DEVICE, matmul=mm, log=log,
                 on_flush=checker.submit, max_bytes=30 << 30)
