@@ -9,6 +9,12 @@ with FIXBITS_DIRECT_LAUNCH off (kernel[grid] every call), and a bare kernel[grid
 for reference; per route (plain, swap-AB, TMA, TMA persistent) with a residual+scale epilogue
 and without. Medians of 7 batches. On the GPU host add the real launch (cuLaunchKernelEx,
 a few us) and the CUDA allocator's torch.empty.
+
+    PYTHONPATH=. python3 benchmarks/gemm/host_us.py --gpu [--out FILE]
+
+On a GPU: real tensors and launches, one row per route, the cached path with RawRun (Triton's
+C launcher called directly, TMA maps kept) and without it (kernel.run), against torch.mm's host
+time on the same operands (enqueue only, the queue drained between batches).
 """
 
 from __future__ import annotations
@@ -36,10 +42,70 @@ def per_call_us(fn, reps: int) -> float:
     return statistics.median(batches)
 
 
+def gpu_rows(reps: int, out: str) -> int:
+    """Host us per call with real launches: RawRun on and off, and torch.mm, per route."""
+    import json
+
+    import torch
+
+    import fixbits.kernels.launch as launch
+    import fixbits.kernels.matmul as mm
+    from fixbits.desc import GEMMDesc
+    from fixbits.kernels._host import KernelConfig
+
+    def drained(fn):
+        fn()
+        times = []
+        for _ in range(7):
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            times.append((time.perf_counter() - t) / reps * 1e6)
+            torch.cuda.synchronize()
+        return statistics.median(times)
+
+    desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16")
+    configs = {
+        "plain": KernelConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3),
+        "tma": KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, USE_TMA=1),
+        "tma persistent": KernelConfig(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3,
+                                       USE_TMA=1, PERSISTENT=1),
+    }  # fmt: skip
+    g = torch.Generator(device="cuda").manual_seed(5)
+    a = torch.randn((1024, 2048), generator=g, device="cuda").half()
+    b = torch.randn((2048, 1536), generator=g, device="cuda").half()
+    rows = []
+    print(
+        f"{'route':16s} {'raw run':>8s} {'kernel.run':>11s} {'torch.mm':>9s}  (host us per call, real launches)"
+    )
+    for name, cfg in configs.items():
+        row = {"route": name}
+        outs = []
+        for label, on in (("raw_run", True), ("kernel_run", False)):
+            launch.RAW_RUN = on
+            mm._LAUNCHES.clear()
+            outs.append(mm.matmul(a, b, desc=desc, config=cfg))
+            row[label] = drained(lambda cfg=cfg: mm.matmul(a, b, desc=desc, config=cfg))
+        row["torch_mm"] = drained(lambda: torch.mm(a, b))
+        row["bytes_equal"] = bool(torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)))
+        rows.append(row)
+        print(f"{name:16s} {row['raw_run']:8.2f} {row['kernel_run']:11.2f} {row['torch_mm']:9.2f}  "
+              f"equal={row['bytes_equal']}")  # fmt: skip
+    launch.RAW_RUN = True
+    if out:
+        Path(out).write_text(json.dumps({"reps": reps, "rows": rows}, indent=1))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=2000)
+    ap.add_argument("--gpu", action="store_true", help="real launches on the current CUDA device")
+    ap.add_argument("--out", default="", help="--gpu: also write the rows as JSON here")
     args = ap.parse_args()
+    if args.gpu:
+        return gpu_rows(min(args.reps, 400), args.out)
     import torch
     from _kernels_aot import Sm90Driver
 

@@ -27,8 +27,11 @@ from triton import knobs
 from triton.runtime.driver import driver as _driver
 
 _MAX_KERNELS = 16
+_MAX_MAPS = 64
 # FIXBITS_DIRECT_LAUNCH=0: every launch through kernel[grid] (read when a launch site is built)
 ENABLED = os.environ.get("FIXBITS_DIRECT_LAUNCH", "1") != "0"
+# FIXBITS_RAW_RUN=0: every cached launch through kernel.run (TMA descriptors re-encoded per call)
+RAW_RUN = os.environ.get("FIXBITS_RAW_RUN", "1") != "0"
 
 
 def _current_device_stream() -> tuple[int, int]:
@@ -44,6 +47,85 @@ def _idle(hook: Any) -> bool:
     return hook is None or (type(hook).__name__ == "HookChain" and not hook.calls)
 
 
+class RawRun:
+    """Triton 3.6's launcher minus its per-call Python: the scratch closures of
+    ``CudaLauncher.__call__`` and the re-encoding of unchanged TMA descriptors.
+
+    For a kernel with host tensor-descriptor parameters, ``CompiledKernel.run`` expands each
+    TensorDescriptor into a CUtensorMap (``cuTensorMapEncodeTiled``) plus its shape and strides
+    on every call, in a Python loop over every argument. The map is a pure function of the base
+    pointer, shape, strides, padding and the kernel's descriptor metadata (block, swizzle, element
+    type), so it is kept per those values and the raw C launcher is called with the same final
+    arguments ``run`` would build. Built only when the launcher has exactly the structure of
+    Triton 3.6 (``of`` returns None otherwise, and the caller keeps ``kernel.run``).
+    """
+
+    __slots__ = ("raw", "coop", "pdl", "slots", "meta", "encode", "maps")
+
+    def __init__(
+        self, raw: Any, coop: Any, pdl: Any, slots: tuple[int, ...], meta: list[Any], encode: Any
+    ) -> None:
+        self.raw, self.coop, self.pdl = raw, coop, pdl
+        self.slots, self.meta, self.encode = slots, meta, encode
+        self.maps: dict[tuple[Any, ...], list[Any]] = {}
+
+    @staticmethod
+    def of(kernel: Any) -> RawRun | None:
+        run = getattr(kernel, "run", None)
+        inner = getattr(run, "launch", None)
+        code, cells = getattr(inner, "__code__", None), getattr(inner, "__closure__", None)
+        if run is None or inner is None or type(run).__name__ != "CudaLauncher":
+            return None
+        if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
+            return None  # scratch buffers are allocated per call by run itself
+        if code is None:  # no descriptor parameter: 3.6 keeps the C launcher itself
+            if type(inner).__name__ != "builtin_function_or_method":
+                return None
+            env = {"launcher": inner, "tensordesc_indices": set(), "tensordesc_meta": []}
+        else:
+            env = dict(zip(code.co_freevars, (c.cell_contents for c in cells or ()), strict=True))
+            if set(env) != {"launcher", "tensordesc_indices", "tensordesc_meta"}:
+                return None  # not 3.6's wrap_handle_tensordesc
+        try:
+            from triton.backends.nvidia import driver as nv
+        except ImportError:
+            return None
+        if getattr(nv, "_BASE_ARGS_FORMAT", None) != "iiiKKppOOOOOO" or not hasattr(
+            nv, "make_tensordesc_arg"
+        ):
+            return None  # the C launcher's leading arguments as 3.6 passes them
+        meta = list(env["tensordesc_meta"] or [None] * len(env["tensordesc_indices"]))
+        slots = tuple(sorted(env["tensordesc_indices"]))
+        if len(meta) != len(slots):
+            return None
+        return RawRun(
+            env["launcher"], run.launch_cooperative_grid, run.launch_pdl, slots, meta, nv.make_tensordesc_arg
+        )
+
+    def expand(self, args: tuple[Any, ...]) -> Any:
+        """The kernel arguments as Triton's wrapper passes them to the C launcher."""
+        if not self.slots:
+            return args
+        out = list(args)
+        for j in range(len(self.slots) - 1, -1, -1):
+            i, d, meta = self.slots[j], args[self.slots[j]], self.meta[j]
+            if meta is None:  # decomposed in the frontend: the base tensor itself is an argument
+                out[i : i + 1] = self.encode(d, meta)
+                continue
+            key = (j, d.base.data_ptr(), tuple(d.shape), tuple(d.strides), d.padding)
+            hit = self.maps.get(key)
+            if hit is None:
+                if len(self.maps) >= _MAX_MAPS:
+                    self.maps.clear()
+                hit = self.maps[key] = self.encode(d, meta)
+            out[i : i + 1] = hit
+        return out
+
+    def launch(self, g: tuple[int, int, int], stream: int, kernel: Any, args: tuple[Any, ...]) -> None:
+        self.raw(g[0], g[1], g[2], stream, kernel.function, self.coop, self.pdl, None, None,
+                 kernel.packed_metadata, None, None, None, *self.expand(args))  # fmt: skip
+
+
 class DirectLaunch:
     """``launch(*args)`` == ``fn[grid](*args, **kwargs)``, minus Triton's per-call dispatch.
 
@@ -51,7 +133,7 @@ class DirectLaunch:
     remaining parameter (the constexprs) plus the compile options (num_warps, ...).
     """
 
-    __slots__ = ("fn", "grid", "kwargs", "_tail", "_slots", "_kernels", "_direct", "_g")
+    __slots__ = ("fn", "grid", "kwargs", "_tail", "_slots", "_kernels", "_direct", "_g", "_tma")
 
     def __init__(self, fn: Any, grid: tuple[int, ...], kwargs: dict[str, Any]) -> None:
         self.fn = fn
@@ -62,6 +144,7 @@ class DirectLaunch:
         self._tail: tuple[Any, ...] | None = None
         self._slots: tuple[int, ...] = ()
         self._kernels: dict[tuple[Any, ...], Any] = {}
+        self._tma: dict[int, RawRun | None] = {}  # id(kernel) -> its TMA fast path, if any
         # Triton's interpreter hands out InterpretedFunctions (no params, no compiled kernel)
         self._direct = ENABLED and hasattr(fn, "params") and hasattr(fn, "pre_run_hooks")
 
@@ -94,6 +177,10 @@ class DirectLaunch:
                 kernel = self._kernels.get(self.key(args, dev))
                 if kernel is not None:
                     g = self._g
+                    maps = self._tma.get(id(kernel))
+                    if maps is not None:
+                        maps.launch(g, stream, kernel, (*args, *self._tail))
+                        return kernel
                     kernel.run(g[0], g[1], g[2], stream, kernel.function, kernel.packed_metadata, None, None, None,
                                *args, *self._tail)  # fmt: skip
                     return kernel
@@ -103,6 +190,8 @@ class DirectLaunch:
                     return kernel
                 if len(self._kernels) >= _MAX_KERNELS:
                     self._kernels.clear()
+                    self._tma.clear()
                 self._kernels[self.key(args, dev)] = kernel
+                self._tma[id(kernel)] = RawRun.of(kernel) if RAW_RUN else None
                 return kernel
         return self.fn[self.grid](*args, **self.kwargs)
