@@ -96,6 +96,13 @@ def main() -> int:
     ap.add_argument("--tune-limit", type=int, default=4, help="candidates per shape (0: all of shape_space)")
     ap.add_argument("--tune-s", type=float, default=6.0, help="tuning time per shape (compiles included)")
     ap.add_argument(
+        "--tune-by",
+        default="graph",
+        choices=["graph", "call"],
+        help="rank candidates by GPU time in a CUDA graph (the host part is the same for every tile) or "
+        "by whole calls (host-bound at small sizes, so the pick is noise there)",
+    )
+    ap.add_argument(
         "--per-cell", type=int, default=0, help="shapes per (layer, side of 5 GFLOP) cell; 0: all"
     )
     ap.add_argument("--warmup-ms", type=int, default=5, help="warmup of the whole-call timings")
@@ -174,6 +181,14 @@ def main() -> int:
 
             return do_bench_cudagraph(fn, rep=args.graph_rep_ms, return_mode="median")
         if mode == "tune":
+            if args.tune_by == "graph":
+                from triton.testing import do_bench_cudagraph
+
+                try:
+                    return do_bench_cudagraph(fn, rep=args.tune_rep_ms, return_mode="median")
+                except Exception as exc:  # noqa: BLE001 - a capture failure falls back to whole calls
+                    print(f"[tune] graph timing failed ({type(exc).__name__}: {str(exc)[:120]}); whole calls",
+                          flush=True)  # fmt: skip
             return do_bench(fn, warmup=1, rep=args.tune_rep_ms, return_mode="median")
         return do_bench(fn, warmup=args.warmup_ms, rep=args.rep_ms, return_mode="median")
 
@@ -666,9 +681,11 @@ def write_outputs(rows, out: Path, *, quiet: bool = False) -> None:
               f"descriptor sources: {sources} ('single_pass (no profile)': the arch profile does not cover "
               "the shape, so a single-pass descriptor is timed and its bytes need not be cuBLAS's)"]  # fmt: skip
     for r in [r for r in full if not r.get("bytes_equal_cublas")][:40]:
-        lines.append(f"- bytes differ {r['m']}x{r['n']}x{r['k']} ({r['layer']}): descriptor {r.get('desc_source')} "
-                     f"{r.get('family')} {r.get('desc_hash')}; cuBLAS {r.get('cublas_answer', '?')} ran "
-                     f"{r.get('cublas_family', '?')}: {str(r.get('cublas_kernels', '?'))[:120]}")
+        lines.append(
+            f"- bytes differ {r['m']}x{r['n']}x{r['k']} ({r['layer']}): descriptor {r.get('desc_source')} "
+            f"{r.get('family')} {r.get('desc_hash')}; cuBLAS {r.get('cublas_answer', '?')} ran "
+            f"{r.get('cublas_family', '?')}: {str(r.get('cublas_kernels', '?'))[:120]}"
+        )
     for r in errs[:20]:
         lines.append(f"- error {r['m']}x{r['n']}x{r['k']}: {r['error']}")
     (out / "gemm_bench.md").write_text("\n".join(lines) + "\n")
