@@ -719,7 +719,25 @@ def relativize(
     root_addr: Poly, value: Node, param_syms: set[str], memos: dict[tuple, dict[bytes, Node]] | None = None
 ) -> tuple[Poly, Node] | None:
     """Rewrite a root in its output's own coordinates when its tree is then free of thread,
-    block and iteration symbols; None when it is not (the root then stays physical)."""
+    block and iteration symbols; None when it is not (the root then stays physical).
+
+    When the plain rewrite leaves the tree variant, it is tried once more with the byte offset
+    split into its block and thread parts (``coord_split.py``: exact, a function of the address)."""
+    got = _relativize(root_addr, value, param_syms, memos, False)
+    if got is None:
+        got = _relativize(root_addr, value, param_syms, memos, True)
+    return got
+
+
+def _relativize(
+    root_addr: Poly,
+    value: Node,
+    param_syms: set[str],
+    memos: dict[tuple, dict[bytes, Node]] | None,
+    split: bool,
+) -> tuple[Poly, Node] | None:
+    from fixbits.checker.coord_split import split_coordinate, split_group
+
     base = None
     offs: dict[tuple, dict[tuple, int]] = {}
     for mono, c in root_addr.terms.items():
@@ -735,6 +753,10 @@ def relativize(
     coords = {inv: Poly(t) for inv, t in offs.items() if Poly(t).is_variant()}
     if not coords:
         return None
+    # split: the byte offset's coordinate as (block part, thread part, k), or no second try
+    parts = split_coordinate(coords[()]) if split and () in coords else None
+    if split and parts is None:
+        return None
 
     def rewrite_poly(p: Poly) -> Poly:
         groups: dict[tuple, dict[tuple, int]] = {}
@@ -747,8 +769,12 @@ def relativize(
         for inv, t in groups.items():
             g = Poly(t)
             rep = None
-            if g.is_variant():
+            if parts is not None and inv == () and g.is_variant():
+                rep = split_group(g, parts)
+            elif g.is_variant():
                 for ck, cp in coords.items():
+                    if parts is not None and ck == ():
+                        continue  # its two parts stand for it (split_group)
                     r = _ratio(g, cp)
                     if r is not None:
                         num, den = r
@@ -768,7 +794,7 @@ def relativize(
         return out
 
     # the rewrite depends only on the coordinates: roots that share them share its memo
-    ckey = tuple(sorted((inv, cp.key()) for inv, cp in coords.items()))
+    ckey = tuple(sorted((inv, cp.key()) for inv, cp in coords.items())) + (("split",) if parts else ())
     memo: dict[bytes, Node] = {} if memos is None else memos.setdefault(ckey, {})
 
     def rewrite(n: Node) -> Node:
@@ -791,6 +817,9 @@ def relativize(
         return None
     addr = Poly.sym(base)
     for ck in coords:
+        if parts is not None and ck == ():
+            addr = addr + Poly.sym(parts.names[0] + "/1") + Poly.sym(parts.names[1] + "/1")
+            continue
         addr = addr + Poly.sym(f"OUT[{'*'.join(ck)}]/1") * Poly({ck: 1})
     for inv, t in offs.items():
         g = Poly(t)
