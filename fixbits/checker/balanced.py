@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fixbits.checker.forms import Poly, is_bit_symbol
+from fixbits.checker.leaf_pred import is_coordinate_pred, relative_pred
 from fixbits.checker.node import Node, int_node
 
 COMBINES = frozenset({"add", "mul", "max", "min"})  # with shfl and xwarp: node._COMBINING
@@ -65,10 +66,15 @@ class Collapser:
     def _elementwise(self, n: Node) -> Span | None:
         """A per-element computation over leaves of one index (x*x, cvt(x), masked(load, 0))."""
         start = None
-        tkids = []
+        tkids: list[Node | None] = []
+        preds: list[int] = []
         for k in n.kids:
             if k.poly is not None and k.poly.is_const():
                 tkids.append(k)
+                continue
+            if n.kind == "select" and not tkids and is_coordinate_pred(k) and not self.thread_free(k):
+                preds.append(len(tkids))  # rewritten over the leaf index below (leaf_pred.py)
+                tkids.append(None)
                 continue
             s = self.span(k)
             if s is None:
@@ -88,7 +94,12 @@ class Collapser:
             tkids.append(s.template)
         if start is None:
             return None
-        return Span(Node(n.kind, n.attrs, tuple(tkids)), 0, start, None)
+        for i in preds:
+            r = relative_pred(n.kids[i], start)
+            if r is None:
+                return None
+            tkids[i] = r
+        return Span(Node(n.kind, n.attrs, tuple(k for k in tkids if k is not None)), 0, start, None)
 
     def _shfl(self, n: Node) -> Span | None:
         if n.attrs != ("bfly",) or len(n.kids) != 4:

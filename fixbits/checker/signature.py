@@ -58,29 +58,40 @@ def build(
     deterministic: bool,
 ) -> KernelSignature:
     from fixbits.checker.balanced import Collapser
+    from fixbits.checker.thread_roots import ThreadEval, thread_bits
 
     by_param: dict[str, list[tuple[bytes, Root]]] = {}
     physical = False
     col = Collapser()
     rel_memos: dict[tuple, dict[bytes, Node]] = {}
+    nbits = thread_bits(ntid)
+    tev = ThreadEval(nbits) if nbits is not None else None
     for r in roots:
         addr = r.address
         r = Root(r.param, r.nbytes, addr, col.collapse(r.value), r.relative)
-        rel = (
-            relativize(addr.poly, r.value, param_syms, rel_memos)
-            if addr.poly is not None and not r.relative
-            else None
-        )
         if r.relative and not r.value.variant:
-            root = r  # already in the output's own coordinates (a TMA tile of one tree)
+            by_param.setdefault(r.param, []).append((_root_key(r), r))  # a TMA tile of one tree
+            continue
+        # the plain rewrite; else every thread's store as one and the same relative tree (a
+        # block's rows picked by thread bits meet one row per block, thread_roots.py); else the
+        # byte offset split into block and thread parts (coord_split.py). Each is exact, and
+        # the choice is a function of the root, so equal roots choose alike.
+        todo = addr.poly is not None and not r.relative
+        rel = relativize(addr.poly, r.value, param_syms, rel_memos, split=False) if todo else None
+        per = None
+        if rel is None and todo:
+            per = per_thread(r, nbits, tev, param_syms, rel_memos) if tev is not None else None
+            if per is None:
+                rel = relativize(addr.poly, r.value, param_syms, rel_memos, split=True)
+        if per is not None:
+            got = per
         elif rel is not None:
-            a2, v2 = rel
-            root = Root(r.param, r.nbytes, int_node(a2), v2, True)
+            got = [Root(r.param, r.nbytes, int_node(rel[0]), rel[1], True)]
         else:
             physical = True
-            root = r
-        key = Node("root", (root.nbytes,), (root.address, root.value)).digest
-        by_param.setdefault(r.param, []).append((key, root))
+            got = [r]
+        for root in got:
+            by_param.setdefault(r.param, []).append((_root_key(root), root))
     outs = []
     for param in sorted(by_param):
         # program order, each distinct root kept at its last occurrence: a later store to the
@@ -113,3 +124,38 @@ def text_fallback(isa: str, entry: str, text: str, reason: str) -> KernelSignatu
         body = re.sub(r";[^\n]*$|^\s*\.(loc|file)\b[^\n]*$", "", body, flags=re.M)
     body = _WS.sub(" ", body).strip()
     return KernelSignature(isa, entry, _h("text", isa, body), (), True, True, reason, None)
+
+
+def _root_key(root: Root) -> bytes:
+    return Node("root", (root.nbytes,), (root.address, root.value)).digest
+
+
+def per_thread(
+    r: Root, nbits: int | None, tev: object, param_syms: set[str], memos: dict[tuple, dict[bytes, Node]]
+) -> list[Root] | None:
+    """The root as one relative root that every thread's store meets (thread_roots.py); None
+    when some thread's store is not relative or two threads' stores differ as relative trees
+    (checked thread by thread, so an expansion that cannot pay off stops early)."""
+    from fixbits.checker.thread_roots import ThreadEval
+
+    assert isinstance(tev, ThreadEval) and nbits is not None
+    if r.address.poly is None:
+        return None
+    out: list[Root] = []
+    seen: set[bytes] = set()
+    for t in range(1 << nbits):
+        a = tev.poly_at(r.address.poly, t)
+        v = tev.at(r.value, t)
+        if a is None or v is None:
+            return None
+        rel = relativize(a, v, param_syms, memos)
+        if rel is None:
+            return None
+        root = Root(r.param, r.nbytes, int_node(rel[0]), rel[1], True)
+        key = _root_key(root)
+        if key not in seen:
+            if seen:
+                return None
+            seen.add(key)
+            out.append(root)
+    return out

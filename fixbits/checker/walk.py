@@ -716,15 +716,20 @@ def _mma_chain(n: Node, reg: str) -> tuple | None:
 
 
 def relativize(
-    root_addr: Poly, value: Node, param_syms: set[str], memos: dict[tuple, dict[bytes, Node]] | None = None
+    root_addr: Poly,
+    value: Node,
+    param_syms: set[str],
+    memos: dict[tuple, dict[bytes, Node]] | None = None,
+    split: bool | None = None,
 ) -> tuple[Poly, Node] | None:
     """Rewrite a root in its output's own coordinates when its tree is then free of thread,
     block and iteration symbols; None when it is not (the root then stays physical).
 
     When the plain rewrite leaves the tree variant, it is tried once more with the byte offset
-    split into its block and thread parts (``coord_split.py``: exact, a function of the address)."""
-    got = _relativize(root_addr, value, param_syms, memos, False)
-    if got is None:
+    split into its block and thread parts (``coord_split.py``: exact, a function of the address).
+    ``split``: None both in that order, False the plain rewrite only, True the split only."""
+    got = _relativize(root_addr, value, param_syms, memos, False) if split is not True else None
+    if got is None and split is not False:
         got = _relativize(root_addr, value, param_syms, memos, True)
     return got
 
