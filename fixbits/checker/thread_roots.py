@@ -10,9 +10,9 @@ reaches the signature of one row per block.
 V(t) is V with thread t's bits substituted, simplified only where that is exact:
 * an integer form: the bits replaced by 0/1;
 * ``cmp`` that becomes constant: signed ``d <= 0`` / ``d == 0`` decided on the integer d (the
-  walk's canonical form, no wrap assumed, as launch.pred_truth); unsigned ``d == 0`` only when
-  |d| < 2^16 (no wrap modulo the setp width can make two integers that close equal, as
-  launch.thread_truths); a decided ``select`` is its arm;
+  walk's canonical form, no wrap assumed, as launch.pred_truth); ``d == 0`` (signed or not)
+  false only when 0 < |d| < 2^16 (no wrap modulo the setp width can make two integers that
+  close equal, as launch.thread_truths); a decided ``select`` is its arm;
 * ``shfl.sync.bfly b`` over the whole warp (signs.is_bit_move, the criterion of the balanced
   proof): thread t receives the operand as evaluated at thread t ^ b;
 * ``xwarp``: the reader's address at t; the history (the writers' own bits) is left as it is;
@@ -148,6 +148,6 @@ def _decide(attrs: tuple, kids: list[Node]) -> bool | None:
     v = d.const_value()
     if attrs[0] == "le":
         return v <= 0
-    if attrs[1] == "u" and v != 0 and not -_U_EQ_BOUND < v < _U_EQ_BOUND:
-        return None
+    if v != 0 and not -_U_EQ_BOUND < v < _U_EQ_BOUND:
+        return None  # equal modulo a register width is not excluded
     return v == 0
