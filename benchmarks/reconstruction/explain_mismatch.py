@@ -250,7 +250,9 @@ def explain(
 ) -> dict[str, Any]:
     meta = dumps[0].meta
     prof = find("sm_90", "130100", meta["dtype"], meta["out_dtype"], profile_dir)
-    entry = prof.entries.get(key)  # None once the answer was moved to `failed`: the dump holds the run's entry
+    entry = prof.entries.get(
+        key
+    )  # None once the answer was moved to `failed`: the dump holds the run's entry
     ref = GEMMDesc.from_dict(meta["desc"])
     log(
         f"== {key} ({meta['dtype']}->{meta['out_dtype']}): {len(dumps)} dump(s) "
@@ -300,9 +302,7 @@ def explain(
         log(f"   {len(recs)} recorded sweep case(s) of {key} in {recorded.name} (cuBLAS's own sampled cells)")
     report: dict[str, Any] = {"key": key, "entry": ref.to_dict(), "fits": [], "verification_shapes": shapes}
     for mem, _ in fit:
-        checks = {
-            f"{m}x{n}x{k}": agree_on(mem[0], ref, (m, n, k), meta["dtype"]) for m, n, k in shapes
-        }
+        checks = {f"{m}x{n}x{k}": agree_on(mem[0], ref, (m, n, k), meta["dtype"]) for m, n, k in shapes}
         log(
             f"   fit: {label(mem[0], ref)} (+{len(mem) - 1} equivalent); vs the entry on its verification shapes: "
             + ", ".join(

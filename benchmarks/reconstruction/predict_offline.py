@@ -93,7 +93,13 @@ def one(item: tuple[tuple[str, str, str], list[dict[str, Any]]]) -> dict[str, An
     profs = _PROFS
     (dt, od, key), recs = item
     recs = sorted(recs, key=lambda r: (r["k"] * min(8, r["m"]) * min(8, r["n"]), r["m"], r["n"]))
-    res: dict[str, Any] = {"pair": f"{dt}->{od}", "dtype": dt, "out_dtype": od, "key": key, "shapes": len(recs)}
+    res: dict[str, Any] = {
+        "pair": f"{dt}->{od}",
+        "dtype": dt,
+        "out_dtype": od,
+        "key": key,
+        "shapes": len(recs),
+    }
     alive = candidates(profs, dt, od, key)
     res["candidates"] = len(alive)
     if not alive:
@@ -111,13 +117,20 @@ def one(item: tuple[tuple[str, str, str], list[dict[str, Any]]]) -> dict[str, An
     held = recs[used:]
     per = [check_one(r, desc.to_dict(), None) for r in held]
     bad = [f"{r['m']}x{r['n']}x{r['k']}" for r, p in zip(held, per, strict=True) if p["mismatches"]]
-    return {**res, "outcome": "accepted" if held and not bad else "held_out_miss" if bad else "no_held_out",
-            "desc": desc.to_dict(), "selection": [[r["m"], r["n"], r["k"]] for r in recs[:used]],
-            "held_out": [[r["m"], r["n"], r["k"]] for r in held], "held_out_miss": bad,
-            "comparisons": sum(p["comparisons"] for p in per)}
+    return {
+        **res,
+        "outcome": "accepted" if held and not bad else "held_out_miss" if bad else "no_held_out",
+        "desc": desc.to_dict(),
+        "selection": [[r["m"], r["n"], r["k"]] for r in recs[:used]],
+        "held_out": [[r["m"], r["n"], r["k"]] for r in held],
+        "held_out_miss": bad,
+        "comparisons": sum(p["comparisons"] for p in per),
+    }
 
 
-def predict(sweep_dir: Path, out: Path, deadline_s: float, workers: int, skip: list[Path] | tuple[Path, ...] = ()) -> None:
+def predict(
+    sweep_dir: Path, out: Path, deadline_s: float, workers: int, skip: list[Path] | tuple[Path, ...] = ()
+) -> None:
     from fixbits.probe.sweep import load_samples
 
     t0 = time.time()
@@ -128,8 +141,10 @@ def predict(sweep_dir: Path, out: Path, deadline_s: float, workers: int, skip: l
         if "got" in r and pr is not None and r["key"] not in pr.entries:
             by[(r["dtype"], r["out_dtype"], r["key"])].append(r)
     done = {(r["pair"], r["key"]) for f in skip for r in map(json.loads, f.read_text().splitlines())}
-    items = sorted(((k, v) for k, v in by.items() if len(v) >= 2 and (f"{k[0]}->{k[1]}", k[2]) not in done),
-                   key=lambda it: -len(it[1]))
+    items = sorted(
+        ((k, v) for k, v in by.items() if len(v) >= 2 and (f"{k[0]}->{k[1]}", k[2]) not in done),
+        key=lambda it: -len(it[1]),
+    )
     if done:
         print(f"{len(done)} answers tried by an earlier run left out (--skip)", flush=True)
     print(f"{len(by)} answers not in profile, {len(items)} with >= 2 recorded shapes", flush=True)
@@ -164,21 +179,28 @@ def apply(path: Path, run: str) -> None:
         have = pr.entries.get(r["key"])
         if have is not None:  # a device-verified entry came in meanwhile: it stays
             same = have.desc == GEMMDesc.from_dict(r["desc"])
-            print(f"{r['pair']} {r['key']}: already in the profile ({'same descriptor' if same else 'DIFFERENT descriptor'})")
+            print(
+                f"{r['pair']} {r['key']}: already in the profile ({'same descriptor' if same else 'DIFFERENT descriptor'})"
+            )
             kept += 1
             conflicts += not same
             continue
         sel = ", ".join("x".join(map(str, s)) for s in r["selection"])
-        note = (f"predicted from known descriptors (offline, CPU); selected on {sel}; verified on "
-                f"{len(r['held_out'])} held-out shapes against the H200's recorded cuBLAS cells (run {run})")
+        note = (
+            f"predicted from known descriptors (offline, CPU); selected on {sel}; verified on "
+            f"{len(r['held_out'])} held-out shapes against the H200's recorded cuBLAS cells (run {run})"
+        )
         first = r["selection"][0]
-        pr.entries[r["key"]] = ProfileEntry(r["key"], GEMMDesc.from_dict(r["desc"]), tuple(first),
-                                            len(r["held_out"]), r["shapes"], (), note)
+        pr.entries[r["key"]] = ProfileEntry(
+            r["key"], GEMMDesc.from_dict(r["desc"]), tuple(first), len(r["held_out"]), r["shapes"], (), note
+        )
         pr.failed.pop(r["key"], None)  # the recorded bytes settle what the device probe could not
         n += 1
     for pr in profs.values():
         pr.save(PROFILE_DIR)
-    print(f"{n} entries added; {kept} answers already in the profile kept ({conflicts} with another descriptor)")
+    print(
+        f"{n} entries added; {kept} answers already in the profile kept ({conflicts} with another descriptor)"
+    )
 
 
 if __name__ == "__main__":
@@ -189,8 +211,14 @@ if __name__ == "__main__":
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--apply", default=None, metavar="JSONL")
     ap.add_argument("--run", default="s5", help="with --apply: the device run whose recorded cells were used")
-    ap.add_argument("--skip", nargs="*", type=Path, default=[], metavar="JSONL",
-                    help="earlier runs' results: the answers they tried are not tried again")
+    ap.add_argument(
+        "--skip",
+        nargs="*",
+        type=Path,
+        default=[],
+        metavar="JSONL",
+        help="earlier runs' results: the answers they tried are not tried again",
+    )
     a = ap.parse_args()
     if a.apply:
         apply(Path(a.apply), a.run)

@@ -13,8 +13,17 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-OUTCOMES = ("match", "not_in_profile", "tail_defect", "wrong_entry", "no_algorithm", "too_large", "unchecked",
-            "check_error", "error")
+OUTCOMES = (
+    "match",
+    "not_in_profile",
+    "tail_defect",
+    "wrong_entry",
+    "no_algorithm",
+    "too_large",
+    "unchecked",
+    "check_error",
+    "error",
+)
 
 
 def _rate(c: Counter[str]) -> str:
@@ -31,12 +40,19 @@ def table(path: Path) -> str:
             key = (f"{r['dtype']}->{r['out_dtype']}", r["set"])
             counts[key][r["outcome"]] += 1
             comps[key] += int(r["comparisons"] or 0)
-    head = "| pair | set | shapes | " + " | ".join(OUTCOMES) + " | match rate | match / compared | byte comparisons |"
+    head = (
+        "| pair | set | shapes | "
+        + " | ".join(OUTCOMES)
+        + " | match rate | match / compared | byte comparisons |"
+    )
     lines = [head, "|" + "---|" * (len(OUTCOMES) + 6)]
     for (pair, which), c in sorted(counts.items()):
         n = sum(c.values())
-        lines.append(f"| {pair} | {which} | {n} | " + " | ".join(str(c.get(o, 0)) for o in OUTCOMES)
-                     + f" | {c.get('match', 0) / max(1, n):.1%} | {_rate(c)} | {comps[(pair, which)]} |")
+        lines.append(
+            f"| {pair} | {which} | {n} | "
+            + " | ".join(str(c.get(o, 0)) for o in OUTCOMES)
+            + f" | {c.get('match', 0) / max(1, n):.1%} | {_rate(c)} | {comps[(pair, which)]} |"
+        )
     return "\n".join(lines) + "\n"
 
 
