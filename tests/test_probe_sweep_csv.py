@@ -10,9 +10,20 @@ from fixbits.probe.sweep import Checker
 
 
 def test_not_in_profile_row_keeps_the_draw_count(tmp_path: Path) -> None:
-    draws = [{"kind": "ordinary", "seeds": [2 * i, 2 * i + 1], "rows": [0, 3], "cols": [1, 4]} for i in range(10)]
-    rec = {"dtype": "fp16", "out_dtype": "fp32", "set": "fuzz", "m": 5, "n": 6, "k": 121,
-           "key": "a1-t1-s1-r0-w0-c0-g0", "draws": draws, "got": [0] * 40}
+    draws = [
+        {"kind": "ordinary", "seeds": [2 * i, 2 * i + 1], "rows": [0, 3], "cols": [1, 4]} for i in range(10)
+    ]
+    rec = {
+        "dtype": "fp16",
+        "out_dtype": "fp32",
+        "set": "fuzz",
+        "m": 5,
+        "n": 6,
+        "k": 121,
+        "key": "a1-t1-s1-r0-w0-c0-g0",
+        "draws": draws,
+        "got": [0] * 40,
+    }
     ck = Checker(tmp_path, {}, workers=1)
     ck.submit([rec])
     stats = ck.finish(None)
@@ -21,3 +32,67 @@ def test_not_in_profile_row_keeps_the_draw_count(tmp_path: Path) -> None:
         rows = list(csv.DictReader(fh))
     assert rows[0]["draws"] == "10"
     assert rows[0]["outcome"] == "not_in_profile"
+
+
+def test_check_only_unchecked_keeps_the_devices_rows(tmp_path: Path) -> None:
+    """--check --only-unchecked: rows the device finished keep their outcome and note; only the
+    'unchecked' ones are emulated again (from the recorded seeds and cells)."""
+    import gzip
+    import json
+
+    import numpy as np
+
+    from fixbits.desc import GEMMDesc
+    from fixbits.emulate import emulate
+    from fixbits.probe.profile import ArchProfile, ProfileEntry
+    from fixbits.probe.sweep import check, sampled_operands
+
+    desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp32")
+    key = "a1-t1-s1-r0-w0-c0-g0"
+    recs = []
+    for m in (5, 7):
+        draws = [{"kind": ("ordinary", "wide")[i % 2], "seeds": [40 + 2 * i, 41 + 2 * i], "rows": [0, m - 1],
+                  "cols": [1, 4]} for i in range(4)]  # fmt: skip
+        rec = {
+            "dtype": "fp16",
+            "out_dtype": "fp32",
+            "set": "fuzz",
+            "m": m,
+            "n": 6,
+            "k": 121,
+            "key": key,
+            "draws": draws,
+        }
+        a, b, sizes = sampled_operands(rec)
+        em = np.asarray(emulate(desc, a, b), dtype=np.float32)
+        got, r0, c0 = [], 0, 0
+        for r, c in sizes:
+            got += em[r0 : r0 + r, c0 : c0 + c].reshape(-1).view(np.uint32).tolist()
+            r0, c0 = r0 + r, c0 + c
+        recs.append({**rec, "got": got})
+    (tmp_path / "sweep_samples").mkdir()
+    (tmp_path / "sweep_samples" / "fp16_fp32_0000.json.gz").write_bytes(
+        gzip.compress(json.dumps(recs).encode())
+    )
+    prof = ArchProfile("sm_90", "cublaslt", "130100", "fp16", "fp32",
+                       entries={key: ProfileEntry(key, desc, (5, 6, 121), 1)})  # fmt: skip
+    fields = ["dtype", "out_dtype", "set", "m", "n", "k", "answer", "outcome", "draws", "comparisons", "mismatches",
+              "note"]  # fmt: skip
+    with (tmp_path / "sweep.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerow(dict(zip(fields, ["fp16", "fp32", "fuzz", 5, 6, 121, key, "match", 4, 16, 0, "from the device"],
+                            strict=True)))  # fmt: skip
+        w.writerow(
+            dict(
+                zip(fields, ["fp16", "fp32", "fuzz", 7, 6, 121, key, "unchecked", 4, "", "", ""], strict=True)
+            )
+        )
+    seen: list[str] = []
+    stats = check(tmp_path, {("fp16", "fp32"): prof}, only_unchecked=True, log=seen.append)
+    assert stats["fp16->fp32"] == {"shapes": 2, "match": 2, "comparisons": 32}
+    assert seen == ["check: 1 rows kept from sweep.csv, 1 to emulate"]
+    with (tmp_path / "sweep.csv").open() as fh:
+        rows = {int(r["m"]): r for r in csv.DictReader(fh)}
+    assert rows[5]["note"] == "from the device"
+    assert rows[7]["outcome"] == "match" and rows[7]["comparisons"] == "16"

@@ -309,7 +309,7 @@ class Checker:
             row["answer"] = rec.get("key", "")
             if isinstance(row["draws"], list):  # the collected draw specs: the csv keeps their count
                 row["draws"] = len(row["draws"])
-            row["note"] = rec.get("error", "")
+            row["note"] = rec.get("note", rec.get("error", ""))
             i = len(self.rows)
             self.rows.append(row)
             if "outcome" in rec:
@@ -361,8 +361,20 @@ class Checker:
 
 
 def check(out_dir: Path, profiles: dict[tuple[str, str], Any], *, workers: int = 1, deadline: float | None = None,
-          log: Any = print) -> dict[str, dict[str, int]]:
-    """Classify every case collected under DIR (a CPU run after the device call); writes DIR/sweep.csv."""
+          log: Any = print, only_unchecked: bool = False) -> dict[str, dict[str, int]]:
+    """Classify every case collected under DIR (a CPU run after the device call); writes DIR/sweep.csv.
+
+    ``only_unchecked``: keep the outcome of every row the device's own checks finished (DIR/sweep.csv)
+    and emulate only the rows left 'unchecked' at its deadline."""
+    recs = load_samples(out_dir)
+    if only_unchecked and (out_dir / "sweep.csv").exists():
+        with (out_dir / "sweep.csv").open(newline="") as fh:
+            done = {(r["dtype"], r["out_dtype"], r["set"], int(r["m"]), int(r["n"]), int(r["k"])): r
+                    for r in csv.DictReader(fh) if r["outcome"] != "unchecked"}
+        kept = [done.get((r["dtype"], r["out_dtype"], r.get("set", ""), r["m"], r["n"], r["k"])) for r in recs]
+        recs = [r if d is None else {**r, **{f: d[f] for f in ("outcome", "comparisons", "mismatches", "note")}}
+                for r, d in zip(recs, kept, strict=True)]
+        log(f"check: {sum(d is not None for d in kept)} rows kept from sweep.csv, {sum(d is None for d in kept)} to emulate")
     ck = Checker(out_dir, profiles, workers)
-    ck.submit(load_samples(out_dir))
+    ck.submit(recs)
     return ck.finish(deadline, log)

@@ -71,6 +71,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="processes probing answers in parallel (each has its own CUDA context)")
     p.add_argument("--check-workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     p.add_argument("--check", default=None, metavar="DIR", help="CPU: finish the sweep checks of a device run")
+    p.add_argument("--only-unchecked", action="store_true",
+                   help="with --check: keep the device's finished rows of DIR/sweep.csv, emulate the rest")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--limit-shapes", type=int, default=0, help="dry runs: this many small shapes per set")
     p.add_argument("--seed-profiles", default=None, metavar="DIR",
@@ -288,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
 
         out = Path(args.check)
         stats = check(out, load_profiles(Path(args.profiles) if args.profiles else out / "profiles", log),
-                      workers=args.check_workers, log=log)
+                      workers=args.check_workers, log=log, only_unchecked=args.only_unchecked)
         print(yaml.safe_dump(stats, sort_keys=False))
         return 0
     if not args.out:
