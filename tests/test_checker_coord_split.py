@@ -110,19 +110,14 @@ def test_real_triton_pinned_rmsnorm_num_warps_merge_specialised(tmp_path, monkey
     """Triton's sm_90 PTX of the pinned RMSNorm at N = 4096 (BLOCK_N = N): specialised, the row
     stride is a number and the stored y = x * rstd(row) * w needs the block / thread split to be
     relative; num_warps 2 and 4 then meet (they did unspecialised too)."""
-    triton = pytest.importorskip("triton")
-    import importlib
+    pytest.importorskip("triton")
+    from test_checker_helpers import corpus_family_inputs
 
     from fixbits.checker.compile import capture_launches, gpu_target
     from fixbits.checker.launch import LaunchShape
-    from fixbits.checker.soundness import load_families
-    from fixbits.corpus.common import Config, to_device
+    from fixbits.corpus.common import Config
 
-    monkeypatch.setattr(triton.knobs.cache, "dir", str(tmp_path))
-    fam = next(f for f in load_families() if f.name == "rmsnorm")
-    mod = importlib.import_module(fam.module)
-    shape = dict(fam.shape)
-    inputs = {k: to_device(v, "cpu") for k, v in mod.make_inputs(shape, "fp32", "ordinary", 0).items()}
+    fam, mod, shape, inputs = corpus_family_inputs("rmsnorm", "fp32", monkeypatch, tmp_path)
     n = shape["N"]
     launch = LaunchShape.of({"rmsnorm_kernel_param_4": n, "rmsnorm_kernel_param_5": n}, (shape["M"],))
     digests = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 PTX = """\
 .version 8.7
 .target sm_90a
@@ -172,3 +174,21 @@ def ptx_kernel(params: list[str], ntid: int, body: str, *, target: str = "sm_90"
         "\t.reg .pred %p<4>;\n\t.reg .b32 %r<40>;\n\t.reg .b64 %rd<20>;\n"
         f"{body}}}\n"
     )
+
+
+def corpus_family_inputs(name: str, dtype: str, monkeypatch: Any, tmp_path: Any) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
+    """(family, its corpus module, its shape, CPU inputs of one ordinary draw) for a test that
+    compiles a corpus kernel through Triton's own binder; Triton's cache goes to ``tmp_path``."""
+    import importlib
+
+    import triton
+
+    from fixbits.checker.soundness import load_families
+    from fixbits.corpus.common import to_device
+
+    monkeypatch.setattr(triton.knobs.cache, "dir", str(tmp_path))
+    fam = next(f for f in load_families() if f.name == name)
+    mod = importlib.import_module(fam.module)
+    shape = dict(fam.shape)
+    inputs = {k: to_device(v, "cpu") for k, v in mod.make_inputs(shape, dtype, "ordinary", 0).items()}
+    return fam, mod, shape, inputs

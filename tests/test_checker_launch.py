@@ -172,19 +172,15 @@ def test_real_triton_row_sum_wider_tiles_merge(tmp_path, monkeypatch, block_m): 
     104..127, so the row's sum is provably never -0 and the wider tiles' canon marker drops.
     BLOCK_M = 2 stores select(tx0 == 0, row 0, shfl(select(tx0 == 0, row 1, row 0), 1)): each
     arm is proven only at the threads that take it (Session 8c)."""
-    triton = pytest.importorskip("triton")
+    pytest.importorskip("triton")
+    from test_checker_helpers import corpus_family_inputs
+
     from fixbits.checker.compile import capture_launches, gpu_target
     from fixbits.checker.launch import corpus_launch
-    from fixbits.checker.soundness import Case, load_families
-    from fixbits.corpus.common import Config, to_device
+    from fixbits.checker.soundness import Case
+    from fixbits.corpus.common import Config
 
-    monkeypatch.setattr(triton.knobs.cache, "dir", str(tmp_path))
-    fam = next(f for f in load_families() if f.name == "row_sum")
-    import importlib
-
-    mod = importlib.import_module(fam.module)
-    shape = dict(fam.shape)
-    inputs = {k: to_device(v, "cpu") for k, v in mod.make_inputs(shape, "fp32", "ordinary", 0).items()}
+    fam, mod, shape, inputs = corpus_family_inputs("row_sum", "fp32", monkeypatch, tmp_path)
     spec, plain = [], []
     for n_mult in (1, 2, 4):
         case = Case(fam.name, "fp32", False, (("BLOCK_M", block_m), ("N_MULT", n_mult)), 4, 1)

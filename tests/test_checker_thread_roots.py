@@ -10,7 +10,6 @@ import pytest
 from fixbits.checker.api import signature
 from fixbits.checker.forms import Poly
 from fixbits.checker.leaf_pred import relative_pred
-from fixbits.checker.node import Node, int_node
 from fixbits.checker.walk import icmp
 
 HEAD = """\
@@ -143,18 +142,13 @@ def test_real_triton_inductor_persistent_sum(tmp_path, monkeypatch, xblock):  # 
     N = 768: with the leaf predicate over the leaf index, XBLOCK = 1 collapses to one balanced
     tree for num_warps 1, 2 and 4 (one class). XBLOCK = 2 stays apart from XBLOCK = 1: Triton
     guards both rows with row 0's xmask (2*pid < xnumel), another function when M is odd."""
-    triton = pytest.importorskip("triton")
-    import importlib
+    pytest.importorskip("triton")
+    from test_checker_helpers import corpus_family_inputs
 
     from fixbits.checker.compile import capture_launches, gpu_target
-    from fixbits.checker.soundness import load_families
-    from fixbits.corpus.common import Config, to_device
+    from fixbits.corpus.common import Config
 
-    monkeypatch.setattr(triton.knobs.cache, "dir", str(tmp_path))
-    fam = next(f for f in load_families() if f.name == "inductor_per_sum")
-    mod = importlib.import_module(fam.module)
-    shape = dict(fam.shape)
-    inputs = {k: to_device(v, "cpu") for k, v in mod.make_inputs(shape, "fp32", "ordinary", 0).items()}
+    fam, mod, shape, inputs = corpus_family_inputs("inductor_per_sum", "fp32", monkeypatch, tmp_path)
 
     def digest(xb: int, w: int) -> str:
         with capture_launches(gpu_target("sm_90")) as got:
