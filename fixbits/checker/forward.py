@@ -131,32 +131,44 @@ def moebius_cols(syms: list[str], cols: dict[tuple[str, ...], list[int]]) -> Pol
     """``moebius`` from the values already split by monomial of the other symbols: cols[m][x]
     is the coefficient of m at assignment x (the lists are consumed)."""
     n = len(syms)
+    full = 1 << n
     out: dict[tuple[str, ...], int] = {}
     for m, f in cols.items():
         size = len(f)
-        # the usual case, an affine function of the bits: its form, checked at every point
-        d = [f[1 << i] - f[0] for i in range(n)] if size == 1 << n else []
-        if d:
-            pred = [0] * size
-            pred[0] = f[0]
-            ok = True
-            for x in range(1, size):
-                low = x & -x
-                pred[x] = pred[x ^ low] + d[low.bit_length() - 1]
-                if pred[x] != f[x]:
-                    ok = False
-                    break
+        if size == full and n:
+            # the usual case, an affine function of the bits: its form, checked at every point
+            # (the prediction is built by doubling: pred[x] = f[0] + sum of d[i] over x's bits)
+            f0 = f[0]
+            d = [f[1 << i] - f0 for i in range(n)]
+            if any(d):
+                pred = [f0]
+                for di in d:
+                    pred += [v + di for v in pred]
+                ok = pred == f
+            else:
+                ok = f.count(f0) == size
             if ok:
-                for x, c in ((0, f[0]),) + tuple((1 << i, d[i]) for i in range(n)):
+                if f0:
+                    k = tuple(sorted(m))
+                    out[k] = out.get(k, 0) + f0
+                for i, c in enumerate(d):
                     if c:
-                        k = tuple(sorted(m + ((syms[x.bit_length() - 1],) if x else ())))
+                        k = tuple(sorted(m + (syms[i],)))
                         out[k] = out.get(k, 0) + c
                 continue
-        for i in range(n):
-            b = 1 << i
-            for x in range(size):
-                if x & b:
-                    f[x] -= f[x ^ b]
+            # the Moebius transform in place, one bit at a time over whole blocks: the lower
+            # half of a block is not changed by its bit's pass
+            for i in range(n):
+                b = 1 << i
+                for lo in range(0, size, b << 1):
+                    hi = lo + b
+                    f[hi : hi + b] = [u - v for u, v in zip(f[hi : hi + b], f[lo:hi], strict=True)]
+        else:
+            for i in range(n):
+                b = 1 << i
+                for x in range(size):
+                    if x & b:
+                        f[x] -= f[x ^ b]
         for x, c in enumerate(f):
             if c:
                 k = tuple(sorted(m + tuple(syms[i] for i in range(n) if x >> i & 1)))
@@ -323,24 +335,7 @@ def interpolate(trees: list[Node], tids: list[int], rsyms: list[str], memo: dict
 def _interp(nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str], memo: dict) -> Node | None:
     first = nodes[0]
     if first.poly is not None:
-        if any(t.poly is None for t in nodes):
-            return None
-        fixed = {s: i for i, s in enumerate(rsyms)}
-        split = [_bit_terms(t.poly, fixed) for t in nodes]  # type: ignore[arg-type]
-        size = len(idx)
-        cols: dict[tuple[str, ...], list[int]] = {}
-        for x, (u, t) in enumerate(zip(idx, tids, strict=True)):
-            if t < 0:  # a tree with no writer bits left: its symbols stay as they are
-                terms = [(m, 0, c) for m, c in nodes[u].poly.terms.items()]  # type: ignore[union-attr]
-            else:
-                terms = split[u]
-            for rest, mask, c in terms:
-                if t & mask == mask:
-                    col = cols.get(rest)
-                    if col is None:
-                        col = cols[rest] = [0] * size
-                    col[x] += c
-        return int_node(moebius_cols(rsyms, cols))
+        return _interp_leaf(nodes, idx, tids, rsyms, memo)
     if len(nodes) == 1 and not first.variant and not _has_bits(first):
         return first
     for t in nodes:
@@ -408,6 +403,73 @@ def _interp(nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str]
             memo[key] = got
         kids.append(got)
     return Node(first.kind, first.attrs, tuple(kids))
+
+
+def _interp_leaf(
+    nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str], memo: dict
+) -> Node | None:
+    """Integer leaves: reader x's value is nodes[idx[x]] with the writer's bits fixed to tids[x],
+    interpolated over the reader's bits. A reader's value depends on (tree, writer) alone, and
+    on the tree alone when the tree holds none of the fixed bits, so each distinct pair is
+    reduced once and the columns are filled from those reductions (created in the order a scan
+    over readers and terms meets them)."""
+    if any(t.poly is None for t in nodes):
+        return None
+    fixed = {s: i for i, s in enumerate(rsyms)}
+    split = [_bit_terms(t.poly, fixed) for t in nodes]  # type: ignore[arg-type]
+    if not any(mask for terms in split for _, mask, _ in terms):
+        # no writer bit to fix: reader x sees nodes[idx[x]] as it is
+        which = idx
+        reds: list[dict[tuple[str, ...], int]] = []
+        for terms in split:
+            red: dict[tuple[str, ...], int] = {}
+            for rest, _, c in terms:
+                red[rest] = red.get(rest, 0) + c
+            reds.append(red)
+        if len(nodes) > 1:
+            # (pairs in order of their first reader, as the scan meets them)
+            seen: dict[int, None] = dict.fromkeys(idx)
+            first_order = [reds[u] for u in seen]
+        else:
+            first_order = reds
+    else:
+        # the distinct (tree, writer) pairs in order of their first reader, and each reader's
+        # pair: a function of idx alone within one interpolation (tids is fixed), shared by
+        # every leaf under the same reader -> tree map
+        pkey = ("pairs", tuple(idx))
+        got = memo.get(pkey)
+        if got is None:
+            pair_of: dict[tuple[int, int], int] = {}
+            which = [pair_of.setdefault(ut, len(pair_of)) for ut in zip(idx, tids, strict=True)]
+            got = memo[pkey] = (list(pair_of), which)
+        pairs, which = got
+        reds = []
+        for u, t in pairs:
+            red = {}
+            if t < 0:  # a tree with no writer bits left: its symbols stay as they are
+                for m, c in nodes[u].poly.terms.items():  # type: ignore[union-attr]
+                    red[m] = red.get(m, 0) + c
+            else:
+                for rest, mask, c in split[u]:
+                    if t & mask == mask:
+                        red[rest] = red.get(rest, 0) + c
+            reds.append(red)
+        first_order = reds
+    order: dict[tuple[str, ...], None] = {}
+    for red in first_order:
+        for rest in red:
+            order.setdefault(rest)
+    cols: dict[tuple[str, ...], list[int]] = {}
+    size = len(idx)
+    if len(reds) == 1:
+        red = reds[0]
+        for rest in order:
+            cols[rest] = [red[rest]] * size
+    else:
+        for rest in order:
+            vals = [red.get(rest, 0) for red in reds]
+            cols[rest] = [vals[j] for j in which]
+    return int_node(moebius_cols(rsyms, cols))
 
 
 _HASBITS: dict[bytes, bool] = {}
