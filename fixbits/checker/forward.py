@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import hashlib
 
+import numpy as np
+
 from fixbits.checker.forms import Poly, is_bit_symbol
 from fixbits.checker.node import COMMUTATIVE, COMMUTATIVE_PREFIX2, Node, int_node
 
@@ -405,6 +407,86 @@ def _interp(nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str]
     return Node(first.kind, first.attrs, tuple(kids))
 
 
+_SUBSYMS: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+
+
+def _subsyms(rsyms: list[str]) -> list[tuple[str, ...]]:
+    """The reader symbols of each assignment x (bit i of x is rsyms[i])."""
+    key = tuple(rsyms)
+    got = _SUBSYMS.get(key)
+    if got is None:
+        if len(_SUBSYMS) > 1_000:
+            _SUBSYMS.clear()
+        got = _SUBSYMS[key] = [
+            tuple(s for i, s in enumerate(rsyms) if x >> i & 1) for x in range(1 << len(rsyms))
+        ]
+    return got
+
+
+def _leaf_tables(
+    split: list[list[tuple[tuple[str, ...], int, int]]],
+    idx: list[int],
+    tids: list[int],
+    rsyms: list[str],
+    memo: dict,
+) -> Node | None:
+    """_interp_leaf for writers with bits to fix, by tables over every thread at once: tree u's
+    column ``rest`` at writer t is the sum of the coefficients of its terms whose mask t covers,
+    the superset-sum (zeta) transform of those coefficients by mask; reader x takes entry
+    (idx[x], tids[x]) and the columns are Moebius-transformed over the reader's bits, one numpy
+    step per bit instead of a Python step per reader and term. The terms come out in the order
+    moebius_cols gives them. Exact in int64 under the bound checked first; None (the caller's
+    scan) when it does not hold."""
+    n = len(rsyms)
+    size = len(idx)
+    if size != 1 << n or max(tids) >= size:
+        return None
+    bound = sum(abs(c) for terms in split for _, _, c in terms)
+    if bound >= 1 << (60 - n):
+        return None
+    # the columns in the order a scan over readers (each reader's terms in order) creates them
+    rests: dict[tuple[str, ...], int] = {}
+    for terms in split:
+        for rest, _, _ in terms:
+            rests.setdefault(rest, len(rests))
+    order: dict[tuple[str, ...], None] = {}
+    for u, t in zip(idx, tids, strict=True):
+        for rest, mask, _ in split[u]:
+            if t & mask == mask and rest not in order:
+                order[rest] = None
+        if len(order) == len(rests):
+            break
+    ikey = ("np", tuple(idx))
+    got = memo.get(ikey)
+    if got is None:
+        got = memo[ikey] = (np.array(idx, dtype=np.intp), np.array(tids, dtype=np.intp))
+    iarr, tarr = got
+    nu = len(split)
+    nr = len(rests)
+    w = nr * nu
+    # tab[t, r * nu + u]: thread-major, so each step below adds whole contiguous blocks
+    tab = np.zeros((size, w), dtype=np.int64)
+    # (a monomial is its rest and its mask: one term per entry)
+    pos = [mask * w + rests[rest] * nu + u for u, terms in enumerate(split) for rest, mask, _ in terms]
+    tab.ravel()[pos] = [c for terms in split for _, _, c in terms]
+    for i in range(n):  # zeta: every entry t gets the sum over the masks t covers
+        v = tab.reshape(-1, 2, (1 << i) * w)
+        v[:, 1, :] += v[:, 0, :]
+    cols = tab[tarr[:, None], np.arange(0, w, nu)[None, :] + iarr[:, None]]  # (reader, column)
+    for i in range(n):  # Moebius over the reader's bits
+        v = cols.reshape(-1, 2, (1 << i) * nr)
+        v[:, 1, :] -= v[:, 0, :]
+    sub = _subsyms(rsyms)
+    out: dict[tuple[str, ...], int] = {}
+    for rest in order:
+        f = cols[:, rests[rest]]
+        nz = np.flatnonzero(f)
+        for x, c in zip(nz.tolist(), f[nz].tolist(), strict=True):
+            k = tuple(sorted(rest + sub[x]))
+            out[k] = out.get(k, 0) + c
+    return int_node(Poly(out))
+
+
 def _interp_leaf(
     nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str], memo: dict
 ) -> Node | None:
@@ -417,6 +499,7 @@ def _interp_leaf(
         return None
     fixed = {s: i for i, s in enumerate(rsyms)}
     split = [_bit_terms(t.poly, fixed) for t in nodes]  # type: ignore[arg-type]
+    first_order: list[dict[tuple[str, ...], int]] | None = None
     if not any(mask for terms in split for _, mask, _ in terms):
         # no writer bit to fix: reader x sees nodes[idx[x]] as it is
         which = idx
@@ -432,7 +515,11 @@ def _interp_leaf(
             first_order = [reds[u] for u in seen]
         else:
             first_order = reds
-    else:
+    elif len(idx) >= 32 and min(tids) >= 0:
+        got = _leaf_tables(split, idx, tids, rsyms, memo)
+        if got is not None:
+            return got
+    if first_order is None:
         # the distinct (tree, writer) pairs in order of their first reader, and each reader's
         # pair: a function of idx alone within one interpolation (tids is fixed), shared by
         # every leaf under the same reader -> tree map
@@ -494,6 +581,8 @@ def concretize(n: Node, env: dict[str, int], memo: dict[bytes, Node]) -> Node:
     got = memo.get(n.digest)
     if got is not None:
         return got
+    if not _has_bits(n):
+        return n  # no thread bit below: fixing them rebuilds the same tree (the same digest)
     if n.poly is not None:
         out = int_node(_partial(n.poly, env)) if any(is_bit_symbol(s) for s in n.poly.symbols()) else n
     elif not n.variant and not n.kids:

@@ -818,6 +818,9 @@ def _relativize(
         return out
 
     new_value = rewrite(value)
+    # a recursive closure holds itself through its cell: emptied here, the closure and the memo
+    # it reaches are freed on return instead of waiting for the cyclic collector
+    del rewrite
     if new_value.variant:
         return None
     addr = Poly.sym(base)

@@ -1438,6 +1438,7 @@ class PTXWalk(Walk):
         trees: list[Node] = []
         tids: list[int] = []
         conc: dict[tuple[int, int], Node] = {}
+        packs: dict[tuple, Node] = {}  # a pack is a function of its width and pieces
         for addr in addrs:
             hit = bmap.get(addr)
             if hit is None or hit[2] != 0:
@@ -1465,7 +1466,11 @@ class PTXWalk(Walk):
                 if c is None:
                     c = conc[(h[0], h[1])] = fwd.concretize(v, envs_by_t[h[1]], {})
                 pieces.append(c)
-            trees.append(mk_pack(pieces, 8 * w))
+            pk = (w, *[p.digest for p in pieces])
+            v = packs.get(pk)
+            if v is None:
+                v = packs[pk] = mk_pack(pieces, 8 * w)
+            trees.append(v)
             tids.append(-1)
         return fwd.interpolate(trees, tids, bits, {})
 
