@@ -231,9 +231,25 @@ def _eval_on(p: Poly, syms: list[str]) -> list[int]:
     return out
 
 
+_BIT_OPS: dict[tuple, Poly | None] = {}
+
+
 def bit_op(op: str, args: list[Poly], signed: bool = False) -> Poly | None:
     """xor / and / or (any sign, result in [0, 2^31)) or bfe (u: operand non-negative; s: sign
-    extension) of functions of thread bits, exactly; None when out of scope."""
+    extension) of functions of thread bits, exactly; None when out of scope. Memoised on the
+    operation and the operands' keys, all it depends on (a loop body's two passes and the
+    configs of one kernel repeat the same swizzles)."""
+    key = (op, signed, tuple([p.key() for p in args]))
+    if key in _BIT_OPS:
+        return _BIT_OPS[key]
+    res = _bit_op(op, args, signed)
+    if len(_BIT_OPS) > 50_000:
+        _BIT_OPS.clear()
+    _BIT_OPS[key] = res
+    return res
+
+
+def _bit_op(op: str, args: list[Poly], signed: bool) -> Poly | None:
     syms = _bitsyms(args)
     if syms is None or not syms:
         return None
@@ -255,8 +271,9 @@ def bit_op(op: str, args: list[Poly], signed: bool = False) -> Poly | None:
                 r -= 1 << ln
         else:
             return None
-        vals.append(Poly.const(r))
-    return moebius(syms, vals)
+        vals.append(r)
+    # (what moebius makes of the constants: one column, the constant monomial's)
+    return moebius_cols(syms, {(): vals} if any(vals) else {})
 
 
 # ---- forwarding ------------------------------------------------------------------------------

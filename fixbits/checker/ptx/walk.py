@@ -86,6 +86,27 @@ def _imm(s: str) -> tuple[int, int] | None:
     return None
 
 
+# opcode -> (its dot-separated parts, its harmless class): a function of the opcode text, which
+# repeats within and between files (the parts list is shared: handlers only read it)
+_OP_DECODE: dict[str, tuple[list[str], str | None]] = {}
+
+
+def _decode_op(op: str) -> tuple[list[str], str | None]:
+    parts = op.split(".")
+    harmless: str | None = None
+    if op.startswith(_HARMLESS):
+        if parts[0] in ("bar", "barrier") or op.startswith("bar.warp"):
+            harmless = "barrier"
+        elif op.startswith(_SMEM_WAITS):
+            harmless = "wait"
+        else:
+            harmless = "none"
+    if len(_OP_DECODE) > 50_000:
+        _OP_DECODE.clear()
+    got = _OP_DECODE[op] = (parts, harmless)
+    return got
+
+
 class PTXWalk(Walk):
     def __init__(self, entry: Entry, has_mma: bool):
         super().__init__()
@@ -153,17 +174,12 @@ class PTXWalk(Walk):
         self._harmless: list[str | None] = []
         for ins in self.insts:
             op = ins.op
-            parts = op.split(".")
+            got = _OP_DECODE.get(op)
+            if got is None:
+                got = _decode_op(op)
+            parts, harmless = got
             self._parts.append(parts)
-            if op.startswith(_HARMLESS):
-                if parts[0] in ("bar", "barrier") or op.startswith("bar.warp"):
-                    self._harmless.append("barrier")
-                elif op.startswith(_SMEM_WAITS):
-                    self._harmless.append("wait")
-                else:
-                    self._harmless.append("none")
-            else:
-                self._harmless.append(None)
+            self._harmless.append(harmless)
             self._labels.append(op[1:] if op.startswith(":") else None)
             if parts[0] == "bra" and ins.args:
                 self._targets.append(ins.args[0].strip())
