@@ -541,12 +541,12 @@ def _interp_leaf(
         # pair: a function of idx alone within one interpolation (tids is fixed), shared by
         # every leaf under the same reader -> tree map
         pkey = ("pairs", tuple(idx))
-        got = memo.get(pkey)
-        if got is None:
+        pw = memo.get(pkey)
+        if pw is None:
             pair_of: dict[tuple[int, int], int] = {}
             which = [pair_of.setdefault(ut, len(pair_of)) for ut in zip(idx, tids, strict=True)]
-            got = memo[pkey] = (list(pair_of), which)
-        pairs, which = got
+            pw = memo[pkey] = (list(pair_of), which)
+        pairs, which = pw
         reds = []
         for u, t in pairs:
             red = {}

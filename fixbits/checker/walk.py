@@ -802,25 +802,7 @@ def _relativize(
     ckey = tuple(sorted((inv, cp.key()) for inv, cp in coords.items())) + (("split",) if parts else ())
     memo: dict[bytes, Node] = {} if memos is None else memos.setdefault(ckey, {})
 
-    def rewrite(n: Node) -> Node:
-        if not n.variant:
-            return n  # no thread, block or iteration symbol below: rewrite_poly changes nothing
-        got = memo.get(n.digest)
-        if got is not None:
-            return got
-        if n.poly is not None:
-            out = int_node(rewrite_poly(n.poly))
-        elif not n.kids:
-            out = n
-        else:
-            out = Node(n.kind, n.attrs, tuple(rewrite(k) for k in n.kids))
-        memo[n.digest] = out
-        return out
-
-    new_value = rewrite(value)
-    # a recursive closure holds itself through its cell: emptied here, the closure and the memo
-    # it reaches are freed on return instead of waiting for the cyclic collector
-    del rewrite
+    new_value = _rewrite_tree(value, rewrite_poly, memo)
     if new_value.variant:
         return None
     addr = Poly.sym(base)
@@ -834,6 +816,25 @@ def _relativize(
         if not g.is_variant():
             addr = addr + g * Poly({inv: 1})
     return addr, new_value
+
+
+def _rewrite_tree(n: Node, rewrite_poly: Callable[[Poly], Poly], memo: dict[bytes, Node]) -> Node:
+    """``n`` with every int leaf rewritten by ``rewrite_poly`` (relativize). A module function,
+    not a closure: a recursive closure holds itself through its cell, and each root left that
+    cycle (with the memo it reaches) for the cyclic collector."""
+    if not n.variant:
+        return n  # no thread, block or iteration symbol below: rewrite_poly changes nothing
+    got = memo.get(n.digest)
+    if got is not None:
+        return got
+    if n.poly is not None:
+        out = int_node(rewrite_poly(n.poly))
+    elif not n.kids:
+        out = n
+    else:
+        out = Node(n.kind, n.attrs, tuple(_rewrite_tree(k, rewrite_poly, memo) for k in n.kids))
+    memo[n.digest] = out
+    return out
 
 
 def _ratio(g: Poly, c: Poly) -> tuple[int, int] | None:

@@ -1483,10 +1483,10 @@ class PTXWalk(Walk):
                     c = conc[(h[0], h[1])] = fwd.concretize(v, envs_by_t[h[1]], {})
                 pieces.append(c)
             pk = (w, *[p.digest for p in pieces])
-            v = packs.get(pk)
-            if v is None:
-                v = packs[pk] = mk_pack(pieces, 8 * w)
-            trees.append(v)
+            packed = packs.get(pk)
+            if packed is None:
+                packed = packs[pk] = mk_pack(pieces, 8 * w)
+            trees.append(packed)
             tids.append(-1)
         return fwd.interpolate(trees, tids, bits, {})
 
