@@ -21,7 +21,11 @@ prober and the Triton kernels all read this docstring as the contract):
    round-to-nearest fp32 fmas starting from +0.
 3. The parts of each level are combined by that level's ``merge``: ``chain`` sums them in
    order starting from +0 (round-to-nearest), ``butterfly_up`` / ``butterfly_down`` fold
-   them as lanes exchanging with xor offsets 1, 2, 4, ... or count/2, ..., 1. At level 0
+   them as lanes exchanging with xor offsets 1, 2, 4, ... or count/2, ..., 1; ``reduce_1block``
+   is cuBLAS's ``reduce_1Block_kernel<float, 128, 7>`` (any count): 128 threads, thread t
+   chaining parts t, t+128, ... from +0, then q[t] += q[t+64], q[t] += q[t+32], then
+   u[j] = q[j] + q[4+j] + ... + q[28+j] (a chain from +0, j = 0..3) and ((u0 + u1) + u2) + u3
+   (measured for the workspace GEMV, ALGO_ID 14, from recorded H200 cells). At level 0
    each part's value is first rounded to ``partial_dtype`` and the merge runs in
    ``merge_dtype``; inner levels stay in the accumulator type.
 4. The result is rounded (nearest-even) to ``out_dtype``; each epilogue op then runs in
@@ -41,7 +45,7 @@ from typing import Any, Literal
 import yaml
 
 Layout = Literal["contiguous", "strided"]
-Merge = Literal["chain", "butterfly_up", "butterfly_down"]
+Merge = Literal["chain", "butterfly_up", "butterfly_down", "reduce_1block"]
 SpanRule = Literal["ceil", "floor", "tail_dropped"]
 Residue = Literal["first", "last"]
 
@@ -52,7 +56,7 @@ ACC_DTYPES: tuple[str, ...] = ("fp32",)
 OUT_DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 PARTIAL_DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 LAYOUTS: tuple[str, ...] = ("contiguous", "strided")
-MERGES: tuple[str, ...] = ("chain", "butterfly_up", "butterfly_down")
+MERGES: tuple[str, ...] = ("chain", "butterfly_up", "butterfly_down", "reduce_1block")
 SPAN_RULES: tuple[str, ...] = ("ceil", "floor", "tail_dropped")
 RESIDUES: tuple[str, ...] = ("first", "last")
 EPILOGUE_KINDS: tuple[str, ...] = ("bias", "relu", "silu_gate", "gelu", "gelu_tanh", "residual", "scale")
@@ -125,7 +129,7 @@ class KCut:
             raise DescError("k_cuts: a strided cut needs both count (groups) and span (tile)")
         if self.layout == "contiguous" and (self.count is None) == (self.span is None):
             raise DescError("k_cuts: a contiguous cut needs exactly one of count or span")
-        if self.merge != "chain":
+        if self.merge in ("butterfly_up", "butterfly_down"):
             if self.count is None or self.count & (self.count - 1):
                 raise DescError(f"k_cuts: merge={self.merge} needs a power-of-two count, got {self.count}")
 

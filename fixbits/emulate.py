@@ -148,6 +148,8 @@ def _merge(values: list[np.ndarray], how: str, dtype: str) -> np.ndarray:
         for v in values:
             s = formats.add_rn(s, v, dtype)
         return s
+    if how == "reduce_1block":
+        return _reduce_1block(values, dtype)
     n = len(values)
     offsets = [1 << i for i in range(n.bit_length() - 1)]
     if how == "butterfly_down":
@@ -156,6 +158,23 @@ def _merge(values: list[np.ndarray], how: str, dtype: str) -> np.ndarray:
     for off in offsets:
         lanes = [formats.add_rn(lanes[i], lanes[i ^ off], dtype) for i in range(n)]
     return lanes[0]
+
+
+def _reduce_1block(values: list[np.ndarray], dtype: str, threads: int = 128) -> np.ndarray:
+    """cuBLAS's reduce_1Block_kernel<float, 128, 7> over the block partials (GEMMDesc docstring)."""
+    zero = np.zeros_like(values[0])
+    q = [zero] * threads
+    for i, v in enumerate(values):
+        q[i % threads] = formats.add_rn(q[i % threads], v, dtype)
+    for off in (64, 32):
+        q = [formats.add_rn(q[t], q[t + off], dtype) for t in range(off)]
+    total = zero
+    for j in range(4):
+        u = zero
+        for g in range(8):
+            u = formats.add_rn(u, q[4 * g + j], dtype)
+        total = formats.add_rn(total, u, dtype)
+    return total
 
 
 def _evaluate(

@@ -1,0 +1,90 @@
+"""The ``reduce_1block`` level merge (cuBLAS's reduce_1Block_kernel<float, 128, 7>) and the
+workspace-GEMV descriptor built on it, against a scalar float32 reference written from the
+kernel description (one np.float32 operation at a time)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fixbits.desc import DescError, GEMMDesc, KCut
+from fixbits.emulate import emulate
+
+F = np.float32
+
+
+def _ref_reduce_1block(parts: list[F]) -> F:
+    q = [F(0)] * 128
+    for i, v in enumerate(parts):
+        q[i % 128] = F(q[i % 128] + v)
+    for off in (64, 32):
+        q = [F(q[t] + q[t + off]) for t in range(off)]
+    total = F(0)
+    for j in range(4):
+        u = F(0)
+        for g in range(8):
+            u = F(u + q[4 * g + j])
+        total = F(total + u)
+    return total
+
+
+def _ref_dot(x: np.ndarray, y: np.ndarray, blocks: int, v: int) -> F:
+    """dot_kernel: tiles of 128*v elements dealt to ``blocks`` blocks round-robin; thread t of a
+    block keeps v lane chains over its tiles, joined left to right; the 128 thread values fold as
+    a count-down butterfly (offsets 64..1); then reduce_1Block over the block partials."""
+    k = len(x)
+    tile = 128 * v
+    partials = []
+    for b in range(blocks):
+        thr = []
+        for t in range(128):
+            lanes = []
+            for s in range(v):
+                acc = F(0)
+                for i in range(b, -(-k // tile), blocks):
+                    e = i * tile + t * v + s
+                    if e < k:
+                        acc = F(acc + F(x[e]) * F(y[e]))  # the product is exact in fp32
+                lanes.append(acc)
+            tv = F(0)
+            for a in lanes:
+                tv = F(tv + a)
+            thr.append(tv)
+        for off in (64, 32, 16, 8, 4, 2, 1):
+            thr = [F(thr[t] + thr[t ^ off]) for t in range(128)]
+        partials.append(thr[0])
+    return _ref_reduce_1block(partials)
+
+
+def _desc(blocks: int, v: int, dt: str) -> GEMMDesc:
+    cuts = [KCut("strided", count=blocks, span=128 * v, merge="reduce_1block"),
+            KCut("strided", count=128, span=v, merge="butterfly_down")]
+    if v > 1:
+        cuts.append(KCut("strided", count=v, span=1, merge="chain"))
+    return GEMMDesc(arch="sm_90", instruction="fma", instruction_k=1, in_dtype=dt, out_dtype="fp32",
+                    k_cuts=tuple(cuts))
+
+
+def test_reduce_1block_takes_any_count_and_butterflies_still_need_powers_of_two() -> None:
+    KCut("strided", count=31, span=128, merge="reduce_1block")
+    KCut("contiguous", count=496, granule=256, merge="reduce_1block")
+    with pytest.raises(DescError):
+        KCut("strided", count=31, span=128, merge="butterfly_down")
+
+
+@pytest.mark.parametrize(("k", "blocks", "v", "dt"), [(700, 3, 2, "fp16"), (1000, 5, 1, "bf16"), (300, 200, 1, "fp16"),
+                                                     (2600, 7, 2, "bf16")])
+def test_workspace_gemv_descriptor_matches_the_scalar_reference(k: int, blocks: int, v: int, dt: str) -> None:
+    rng = np.random.default_rng(k + blocks)
+    np_dt = np.float16 if dt == "fp16" else None
+    x = rng.standard_normal(k) * np.exp2(rng.integers(-6, 7, k))
+    y = rng.standard_normal(k)
+    if np_dt is None:
+        from fixbits.numerics.formats import to_dtype
+
+        a, b = to_dtype(x[None, :], "bf16"), to_dtype(y[:, None], "bf16")
+    else:
+        a, b = x[None, :].astype(np_dt), y[:, None].astype(np_dt)
+    got = emulate(_desc(blocks, v, dt), a, b)[0, 0]
+    want = _ref_dot(np.asarray(a, dtype=np.float32)[0], np.asarray(b, dtype=np.float32)[:, 0], blocks, v)
+    assert np.float32(got).view(np.uint32) == want.view(np.uint32)
