@@ -88,3 +88,29 @@ def test_workspace_gemv_descriptor_matches_the_scalar_reference(k: int, blocks: 
     got = emulate(_desc(blocks, v, dt), a, b)[0, 0]
     want = _ref_dot(np.asarray(a, dtype=np.float32)[0], np.asarray(b, dtype=np.float32)[:, 0], blocks, v)
     assert np.float32(got).view(np.uint32) == want.view(np.uint32)
+
+
+def test_the_triton_planners_refuse_reduce_1block() -> None:
+    from fixbits.kernels.plan import UnsupportedDesc, scalar_nest, tensor_core_plan
+
+    d = _desc(4, 2, "fp16")
+    with pytest.raises(UnsupportedDesc):
+        scalar_nest(d, 1000)
+    with pytest.raises(UnsupportedDesc):
+        tensor_core_plan(d, 1000)
+
+
+def test_orientation_variants_round_trip_and_need_n(tmp_path) -> None:
+    from fixbits.probe.profile import ArchProfile, KVariant, NotInProfile, ProfileEntry, load
+
+    d2, d1 = _desc(31, 2, "fp16"), _desc(31, 1, "fp16")
+    d2, d1 = d2.replace(out_dtype="fp16"), d1.replace(out_dtype="fp16")
+    entry = ProfileEntry("a14-t0-s31-r2-w0-c0-g0", d2, (53, 1, 4000), 3,
+                         variants=(KVariant(1, None, d2, (53, 1, 4000), True), KVariant(1, None, d1, (1, 60, 7753), False)))
+    prof = ArchProfile("sm_90", "cublasLt", "130100", "fp16", "fp16", {entry.key: entry})
+    back = load(prof.save(tmp_path))
+    assert back.lookup(entry.key, k=5000, n=1) == d2
+    assert back.lookup(entry.key, k=5000, n=60) == d1
+    for kw in ({"k": 5000}, {}, {"n": 1}):
+        with pytest.raises(NotInProfile):
+            back.lookup(entry.key, **kw)

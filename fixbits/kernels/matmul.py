@@ -96,7 +96,7 @@ def lookup_desc(profile: Any, answer: Any, m: int, n: int, k: int, in_dtype: str
     """The profile's descriptor for this answer at this K: an answer whose arithmetic changes
     with K (split by K in the profile) needs K to pick its variant."""
     try:
-        return profile.lookup(answer, k=k)
+        return profile.lookup(answer, k=k, n=n)
     except Exception as exc:  # NotInProfile and friends
         key = answer.key() if hasattr(answer, "key") else answer
         raise MatmulUnavailable(

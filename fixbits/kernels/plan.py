@@ -74,6 +74,8 @@ def _single_run(part: list[tuple[int, int]], where: str) -> tuple[int, int] | No
 def tensor_core_plan(desc: GEMMDesc, k: int) -> TensorCorePlan:
     """Cut [0, k) per ``desc.k_cuts`` for the tensor-core families (at most two contiguous levels)."""
     cuts = desc.k_cuts
+    if any(c.merge == "reduce_1block" for c in cuts):
+        raise UnsupportedDesc("merge=reduce_1block (cuBLAS's reduce_1Block_kernel): no Triton kernel realises it yet")
     if len(cuts) > 2:
         raise UnsupportedDesc(f"k_cuts: tensor-core kernels realise at most 2 levels, got {len(cuts)}")
     for lvl, c in enumerate(cuts):
@@ -143,6 +145,8 @@ def _cut_elements(cut: KCut, elems: list[int]) -> list[list[int]]:
 def scalar_nest(desc: GEMMDesc, k: int, *, levels_from: int = 0) -> ScalarNest:
     """Flatten ``desc.k_cuts[levels_from:]`` over [0, k) into a leaf table (see ScalarNest)."""
     cuts = desc.k_cuts[levels_from:]
+    if any(c.merge == "reduce_1block" for c in desc.k_cuts):
+        raise UnsupportedDesc("merge=reduce_1block (cuBLAS's reduce_1Block_kernel): no Triton kernel realises it yet")
     groups: list[list[int]] = [list(range(k))]
     counts: list[int] = []
     for cut in cuts:

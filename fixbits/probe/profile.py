@@ -47,14 +47,22 @@ def answer_key(answer: Any) -> str:
 
 @dataclass(frozen=True)
 class KVariant:
-    """One answer whose arithmetic changes with K: the descriptor for K in [k_min, k_max]."""
+    """One answer whose arithmetic changes with K: the descriptor for K in [k_min, k_max].
+
+    ``n1`` (optional) also ties the variant to the GEMM's orientation: True holds only when
+    N == 1, False only when N != 1 (the workspace GEMV loads K two at a time when N == 1 and
+    one at a time when M == 1, under one answer key); None holds for both. A lookup that does
+    not give N never takes an orientation variant."""
 
     k_min: int
     k_max: int | None  # None: no upper bound
     desc: GEMMDesc
     shape: tuple[int, int, int]  # where this descriptor was probed
+    n1: bool | None = None
 
-    def holds(self, k: int) -> bool:
+    def holds(self, k: int, n: int | None = None) -> bool:
+        if self.n1 is not None and (n is None or (n == 1) != self.n1):
+            return False
         return self.k_min <= k and (self.k_max is None or k <= self.k_max)
 
 
@@ -89,8 +97,9 @@ class ArchProfile:
     def filename(self) -> str:
         return profile_filename(self.arch, self.library_version, self.dtype, self.out_dtype)
 
-    def lookup(self, answer: Any, k: int | None = None) -> GEMMDesc:
-        """The descriptor of ``answer``; with ``k``, the variant for that K when the answer has them."""
+    def lookup(self, answer: Any, k: int | None = None, n: int | None = None) -> GEMMDesc:
+        """The descriptor of ``answer``; with ``k`` (and ``n``), the variant for that K (and
+        orientation) when the answer has them. An answer with orientation variants needs both."""
         key = answer_key(answer)
         entry = self.entries.get(key)
         if entry is None:
@@ -99,10 +108,18 @@ class ArchProfile:
                 f"heuristic answer {key} is not in the {self.arch} cuBLASLt {self.library_version} "
                 f"{self.dtype}->{self.out_dtype} profile{why}; {len(self.entries)} answers are"
             )
+        if any(v.n1 is not None for v in entry.variants) and (k is None or n is None):
+            raise NotInProfile(f"heuristic answer {key} changes its arithmetic with the orientation (N == 1 or "
+                               "not): the lookup needs K and N")
         if entry.variants and k is not None:
             for v in entry.variants:
-                if v.holds(int(k)):
+                if v.holds(int(k), n):
                     return v.desc
+            if any(v.n1 is not None for v in entry.variants):
+                held = ", ".join(f"{'N == 1' if v.n1 else 'M == 1' if v.n1 is False else 'any'} K in [{v.k_min}, "
+                                 f"{v.k_max if v.k_max is not None else 'inf'}]" for v in entry.variants)
+                raise NotInProfile(f"heuristic answer {key} changes its arithmetic with the orientation; "
+                                   f"K={k} N={n} is outside the recorded {held}")
             ranges = ", ".join(f"[{v.k_min}, {v.k_max if v.k_max is not None else 'inf'}]" for v in entry.variants)
             raise NotInProfile(f"heuristic answer {key} changes its arithmetic with K; K={k} is outside the probed "
                                f"ranges {ranges}")
@@ -124,7 +141,8 @@ class ArchProfile:
                     "kernels": list(e.kernels),
                     "note": e.note,
                     **({"variants": [{"k_min": v.k_min, "k_max": v.k_max, "desc": v.desc.to_dict(),
-                                      "shape": list(v.shape)} for v in e.variants]} if e.variants else {}),
+                                      "shape": list(v.shape), **({"n1": v.n1} if v.n1 is not None else {})}
+                                     for v in e.variants]} if e.variants else {}),
                 }
                 for k, e in sorted(self.entries.items())
             },
@@ -173,8 +191,11 @@ class ArchProfile:
             for i, v in enumerate(e.get("variants") or []):
                 try:
                     vd = GEMMDesc.from_dict(v["desc"], where=f"{here}.variants[{i}].desc")
+                    n1 = v.get("n1")
+                    if n1 is not None and not isinstance(n1, bool):
+                        raise TypeError(f"n1 must be true, false or absent, got {n1!r}")
                     variants.append(KVariant(int(v["k_min"]), None if v.get("k_max") is None else int(v["k_max"]),
-                                             vd, tuple(int(x) for x in v.get("shape", shape))))  # type: ignore[arg-type]
+                                             vd, tuple(int(x) for x in v.get("shape", shape)), n1))  # type: ignore[arg-type]
                 except (KeyError, TypeError, ValueError, DescError) as exc:
                     raise ProfileError(f"{here}.variants[{i}]: {exc}") from exc
             entries[str(key)] = ProfileEntry(str(key), desc, (shape[0], shape[1], shape[2]), e["verified_shapes"],

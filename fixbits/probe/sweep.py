@@ -181,12 +181,12 @@ def load_samples(out_dir: Path) -> list[dict[str, Any]]:
     return recs
 
 
-def _lookup(prof: Any, key: str, k: int) -> Any:
-    """The profile's descriptor for (answer, K), or the reason there is none."""
+def _lookup(prof: Any, key: str, k: int, n: int | None = None) -> Any:
+    """The profile's descriptor for (answer, K, orientation), or the reason there is none."""
     from fixbits.probe.profile import NotInProfile
 
     try:
-        return prof.lookup(key, k=k)
+        return prof.lookup(key, k=k, n=n)
     except NotInProfile as exc:
         return str(exc)
 
@@ -315,7 +315,7 @@ class Checker:
             if "outcome" in rec:
                 continue
             prof = self.profiles.get((rec["dtype"], rec["out_dtype"]))
-            d = _lookup(prof, rec["key"], rec["k"]) if prof is not None else "no profile"
+            d = _lookup(prof, rec["key"], rec["k"], rec["n"]) if prof is not None else "no profile"
             if isinstance(d, str):
                 row["outcome"], row["note"] = "not_in_profile", d[:200]
                 continue

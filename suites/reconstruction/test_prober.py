@@ -111,7 +111,7 @@ def _check_shape(m: int, n: int, k: int, dtype: str, arch: str | None, seed: int
     if _tail_loss(answer, k):
         pytest.skip(f"split-K tail defect shape ({answer.key_str()}): reported by test_tail_defect_shapes")
     try:
-        desc = prof.lookup(answer, k=k)
+        desc = prof.lookup(answer, k=k, n=n)
     except NotInProfile as exc:
         pytest.skip(str(exc))
     record_property("answer", answer.key_str())
@@ -174,7 +174,7 @@ def test_tail_defect_shapes(mnk: tuple[int, int, int], arch: str | None, record_
     prof = _profile_for(arch, "fp16")
     answer = _lt().heuristic(m, n, k, "fp16", "fp32")
     try:
-        desc = prof.lookup(answer, k=k)
+        desc = prof.lookup(answer, k=k, n=n)
     except NotInProfile as exc:
         pytest.skip(str(exc))
     lost = _tail_loss(answer, k)
