@@ -91,9 +91,12 @@ def test_workspace_gemv_descriptor_matches_the_scalar_reference(k: int, blocks: 
 
 
 def test_the_triton_planners_refuse_reduce_1block() -> None:
+    from fixbits.kernels.dispatch import choose_kernel
     from fixbits.kernels.plan import UnsupportedDesc, scalar_nest, tensor_core_plan
 
     d = _desc(4, 2, "fp16")
+    with pytest.raises(UnsupportedDesc):
+        choose_kernel(d, 1, 60)
     with pytest.raises(UnsupportedDesc):
         scalar_nest(d, 1000)
     with pytest.raises(UnsupportedDesc):

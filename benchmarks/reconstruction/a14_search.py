@@ -478,6 +478,8 @@ def apply_profiles(profile_dir: str = "matrices/profiles") -> None:
     for (dt, out), _ in sorted({(d, o): 0 for d, o, _k in by}.items()):
         path = Path(profile_dir) / f"sm_90_cublaslt130100_{dt}_{out}.yaml"
         prof = load(path)
+        if any(k.startswith("a14-") for k in prof.entries):
+            raise SystemExit(f"{path} already has a14 entries: apply runs once, on the profiles of commit dcccf78")
         for (d2, o2, key), orient in sorted(by.items()):
             if (d2, o2) != (dt, out):
                 continue
@@ -499,7 +501,10 @@ def apply_profiles(profile_dir: str = "matrices/profiles") -> None:
                     "V lane chains per thread joined left to right, the 128 thread values folded as a count-down "
                     "butterfly; reduce_1Block (merge reduce_1block) over the P partials "
                     "(benchmarks/reconstruction/a14_search.py). Matches cuBLAS's recorded cells of runs s9a/s9b "
-                    "on " + " and ".join(counts) + ", 0 differ"
+                    "on " + " and ".join(counts) + ", 0 differ. The lane form (V separate chains) is from a "
+                    "public sm_100 description: the narrow cells do not separate it from one chain per thread or "
+                    "vector-first sums (they differ in fp32 on 813 of 1,812 recorded N == 1 cells, none across a "
+                    "narrow rounding boundary); an fp32-output recording would settle it"
                     + ("; the other orientation is not in the profile until recorded" if len(variants) == 1 else "")
                     + (f" (was failed: {was})" if was else ""))
             prof.entries[key] = ProfileEntry(key, main.desc, main.shape, nshapes, nshapes, tuple(KERNELS[dt]),

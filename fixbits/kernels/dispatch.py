@@ -54,6 +54,8 @@ def choose_kernel(desc: GEMMDesc, m: int | None = None, n: int | None = None) ->
         raise UnsupportedDesc(
             "instruction=tcgen05 (sm_100/sm_103) has no fixbits kernel yet; supported: sm_90"
         )
+    if any(c.merge == "reduce_1block" for c in desc.k_cuts):
+        raise UnsupportedDesc("merge=reduce_1block (cuBLAS's reduce_1Block_kernel): no fixbits kernel realises it yet")
     if desc.instruction in ("wgmma", "mma") and desc.arch not in SUPPORTED_ARCHES:
         raise UnsupportedDesc(
             f"arch={desc.arch}: tensor-core kernels are built for {', '.join(SUPPORTED_ARCHES)}"
