@@ -110,3 +110,28 @@ def test_matmul_outside_the_profile_raises_or_falls_back_to_cublas() -> None:
     assert int((got != 0).sum()) > 0, "seed=5"
     with pytest.raises(ValueError, match="fallback"):
         matmul(a, b, fallback="maybe")
+
+
+def test_profile_entry_without_a_kernel_raises_or_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile descriptor no fixbits kernel realises (cuBLAS's reduce_1Block order) is handled
+    like an answer outside the profile: MatmulUnavailable naming why, or cuBLAS when asked to."""
+    torch = pytest.importorskip("torch")
+    import fixbits.kernels.matmul as mm
+    from fixbits.probe.profile import find
+
+    prof = find("sm_90", "130100", "fp16", "fp16")
+    desc = next(
+        v.desc
+        for e in prof.entries.values()
+        for v in (e.variants or ())
+        if any(c.merge == "reduce_1block" for c in v.desc.k_cuts)
+    )
+    monkeypatch.setattr(mm, "resolve_desc", lambda *a, **k: desc)  # the route's lookup, stubbed
+    g = torch.Generator().manual_seed(6)
+    a = torch.randn((1, 64), generator=g).half()
+    b = torch.randn((64, 8), generator=g).half()
+    with pytest.raises(mm.MatmulUnavailable, match="has no kernel.*reduce_1block"):
+        mm.matmul(a, b)
+    got = mm.matmul(a, b, fallback="cublas")
+    assert torch.equal(got.view(torch.int16), torch.mm(a, b).view(torch.int16)), "seed=6"
+    assert int((got != 0).sum()) > 0, "seed=6"

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import itertools
 import json
 import math
 import sys
@@ -169,14 +168,14 @@ def thread_sum(X: np.ndarray, how: str, U: int, lane_merge: str) -> np.ndarray:
     if how == "seq":
         acc = np.zeros((cells, G, T, X.shape[4]), F32)
         for it in range(X.shape[3]):
-            for l in range(W):
-                acc = np.add(acc, X[:, :, :, it, :, l], dtype=F32)
+            for w in range(W):
+                acc = np.add(acc, X[:, :, :, it, :, w], dtype=F32)
     elif how == "pair":
         acc = np.zeros((cells, G, T, X.shape[4]), F32)
         for it in range(X.shape[3]):
             s = X[:, :, :, it, :, 0]
-            for l in range(1, W):
-                s = np.add(s, X[:, :, :, it, :, l], dtype=F32)
+            for w in range(1, W):
+                s = np.add(s, X[:, :, :, it, :, w], dtype=F32)
             acc = np.add(acc, s, dtype=F32)
     elif how == "lanes":
         acc = np.zeros((cells, G, T, X.shape[4], W), F32)

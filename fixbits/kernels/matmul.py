@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from fixbits.desc import GEMMDesc
 from fixbits.kernels.dispatch import choose_kernel
 from fixbits.kernels.epilogue import parse_epilogue
+from fixbits.kernels.plan import UnsupportedDesc
 
 if TYPE_CHECKING:
     import torch
@@ -295,6 +296,7 @@ def _route(
     desc: GEMMDesc | None,
     ops: tuple[Any, ...],
 ) -> tuple[Any, Any, Any]:
+    from_profile = desc is None
     if desc is None:
         try:
             desc = resolve_desc(m, n, k, in_dtype, out_dtype, device)
@@ -304,6 +306,13 @@ def _route(
         desc = desc.replace(epilogue=ops)
     if desc.out_dtype != out_dtype:
         raise ValueError(f"out_dtype={out_dtype} but desc.out_dtype={desc.out_dtype}")
-    choice = choose_kernel(desc, m, n)
+    try:
+        choice = choose_kernel(desc, m, n)
+    except UnsupportedDesc as exc:
+        if not from_profile:
+            raise  # a caller's own descriptor: its error, unchanged
+        # a profile entry no fixbits kernel realises yet (e.g. cuBLAS's reduce_1Block order):
+        # like an answer outside the profile, never a near miss
+        return None, None, MatmulUnavailable(f"{m}x{n}x{k} {in_dtype}->{out_dtype}: the profile's descriptor has no kernel: {exc}")
     tuned = (choice.family, desc.in_dtype, desc.out_dtype) if desc.instruction != "fma" else None
     return desc, choice.load(), tuned
