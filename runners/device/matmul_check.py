@@ -8,7 +8,8 @@
 
 For every dtype pair with a committed profile, the 390 realistic shapes and a seeded fuzz set:
 the heuristic's answer is looked up (host only); a shape whose answer is not in the profile is
-reported as ``not_in_profile``, one whose answer the split-K tail predicate flags as
+reported as ``not_in_profile``, one whose profile descriptor no fixbits kernel realises yet as
+``no_kernel``, one whose answer the split-K tail predicate flags as
 ``tail_defect`` (compared, never counted as a match). The rest run ``--draws`` draws
 (ordinary and wide exponents alternating, counter-hash operands drawn on the GPU, seeds printed)
 through ``fixbits.matmul(a, b, out_dtype=...)`` and through cuBLAS (torch.mm / cuBLASLt's own
@@ -127,7 +128,9 @@ def plan(
     (fixbits.matmul's own route: arch_profile, then lookup_desc on the answer)."""
     import torch
 
+    from fixbits.kernels.dispatch import choose_kernel
     from fixbits.kernels.matmul import MatmulUnavailable, arch_profile, lookup_desc
+    from fixbits.kernels.plan import UnsupportedDesc
     from fixbits.probe.profile import answer_key
     from fixbits.probe.sweep import _tail_loss, fp8_aligned
 
@@ -166,6 +169,11 @@ def plan(
                 row["tail_loss"] = _tail_loss(ans, k)
                 desc = lookup_desc(prof, ans, m, n, k, dt, od, arch)
                 entry = prof.entries[answer_key(ans)]  # the kernels recorded when it was probed
+                try:
+                    choose_kernel(desc, m, n)
+                except UnsupportedDesc as exc:  # an entry no fixbits kernel realises yet
+                    row.update(outcome="no_kernel", family=desc.family, note=str(exc)[:300])
+                    continue
                 row.update(
                     family=desc.family,
                     desc_hash=desc.short_hash,
