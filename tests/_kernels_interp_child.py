@@ -254,6 +254,39 @@ def case_splitk_launcher() -> None:
         assert bool((want != 0).any()), d.short_hash
 
 
+def case_reduce_1block_vs_emulator() -> None:
+    """The workspace GEMV with cuBLAS's reduce_1Block merge (the a14 order found in session 9):
+    both orientations' profile descriptors, and the same with 5 and 200 level-0 parts (one round
+    of the 128 merge threads, and two with padding), against the emulator."""
+    import dataclasses
+
+    from fixbits.emulate import emulate
+    from fixbits.inputs import draw
+    from fixbits.kernels.dispatch import choose_kernel
+    from fixbits.kernels.gemv_workspace import gemv_workspace_matmul
+    from fixbits.probe.profile import find
+
+    prof = find("sm_90", "130100", "fp16", "fp16")
+    found = {}
+    for e in prof.entries.values():
+        for v in e.variants or ():
+            if v.desc.k_cuts and v.desc.k_cuts[0].merge == "reduce_1block":
+                found.setdefault(v.n1, v.desc)
+    assert set(found) == {True, False}, found.keys()
+    for n1, d0 in sorted(found.items()):
+        for parts in (d0.k_cuts[0].count, 5, 200):
+            d = d0.replace(k_cuts=(dataclasses.replace(d0.k_cuts[0], count=parts), *d0.k_cuts[1:]))
+            for kind, k in (("ordinary", 1500), ("wide", 777)):
+                m, n = (3, 1) if n1 else (1, 3)
+                assert choose_kernel(d, m, n).family == "gemv_workspace"
+                seed = parts * 10 + k
+                a, b = draw((m, k), d.in_dtype, kind, seed), draw((k, n), d.in_dtype, kind, seed + 1)
+                want = emulate(d, a, b)
+                got = _n(gemv_workspace_matmul(_t(a, d.in_dtype), _t(b, d.in_dtype), d), d.out_dtype)
+                _eq(got, want, f"reduce_1block n1={n1} parts={parts} {kind} seed={seed} {m}x{n}x{k}")
+                assert np.count_nonzero(want.astype(np.float32)), "all zeros"
+
+
 if __name__ == "__main__":
     _setup()
     globals()[f"case_{sys.argv[1]}"]()

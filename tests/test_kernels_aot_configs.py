@@ -234,19 +234,8 @@ def _profile_entries(limit: int = 40) -> list[tuple[str, Any, tuple[int, int, in
 PROFILE_ENTRIES = _profile_entries()
 
 
-def _no_kernel_yet(desc: Any) -> list[Any]:
-    """cuBLAS's reduce_1Block order (the workspace GEMV entries found in session 9) has no fixbits
-    kernel yet: the dispatcher refuses it, and the test says so instead of leaving it out."""
-    from fixbits.kernels.plan import UnsupportedDesc
-
-    if any(c.merge == "reduce_1block" for c in desc.k_cuts):
-        return [pytest.mark.xfail(raises=UnsupportedDesc, strict=True, reason="no kernel realises reduce_1block yet")]
-    return []
-
-
 @pytest.mark.parametrize(
-    ("desc", "shape"),
-    [pytest.param(d, s, id=i, marks=_no_kernel_yet(d)) for i, d, s in PROFILE_ENTRIES],
+    ("desc", "shape"), [(d, s) for _, d, s in PROFILE_ENTRIES], ids=[i for i, _, _ in PROFILE_ENTRIES]
 )
 def test_every_profile_descriptor_compiles_through_its_family(desc: Any, shape: tuple[int, int, int]) -> None:
     """fixbits.matmul's profile route launches what these descriptors name: each must compile

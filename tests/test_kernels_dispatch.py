@@ -113,8 +113,9 @@ def test_matmul_outside_the_profile_raises_or_falls_back_to_cublas() -> None:
 
 
 def test_profile_entry_without_a_kernel_raises_or_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A profile descriptor no fixbits kernel realises (cuBLAS's reduce_1Block order) is handled
-    like an answer outside the profile: MatmulUnavailable naming why, or cuBLAS when asked to."""
+    """A profile descriptor no fixbits kernel realises (here cuBLAS's reduce_1Block merge moved to an
+    inner level, which only level 0 of the workspace GEMV realises) is handled like an answer
+    outside the profile: MatmulUnavailable naming why, or cuBLAS when asked to."""
     torch = pytest.importorskip("torch")
     import fixbits.kernels.matmul as mm
     from fixbits.probe.profile import find
@@ -126,6 +127,7 @@ def test_profile_entry_without_a_kernel_raises_or_falls_back(monkeypatch: pytest
         for v in (e.variants or ())
         if any(c.merge == "reduce_1block" for c in v.desc.k_cuts)
     )
+    desc = desc.replace(k_cuts=(desc.k_cuts[1], desc.k_cuts[0], *desc.k_cuts[2:]))
     monkeypatch.setattr(mm, "resolve_desc", lambda *a, **k: desc)  # the route's lookup, stubbed
     g = torch.Generator().manual_seed(6)
     a = torch.randn((1, 64), generator=g).half()

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
         "planted_reverse_merge",
         "butterfly_merge",
         "splitk_launcher",
+        "reduce_1block_vs_emulator",
     ],
 )
 def test_kernels_under_interpreter(case: str) -> None:

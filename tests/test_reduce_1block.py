@@ -90,17 +90,27 @@ def test_workspace_gemv_descriptor_matches_the_scalar_reference(k: int, blocks: 
     assert np.float32(got).view(np.uint32) == want.view(np.uint32)
 
 
-def test_the_triton_planners_refuse_reduce_1block() -> None:
+def test_reduce_1block_runs_in_the_workspace_gemv_only() -> None:
+    """Level 0 of a scalar nest goes to the workspace GEMV (its merge kernel realises the order;
+    tests/_kernels_interp_child.py checks the bytes); any other placement is refused."""
+    from fixbits.kernels._scalar import nest_constexprs
     from fixbits.kernels.dispatch import choose_kernel
     from fixbits.kernels.plan import UnsupportedDesc, scalar_nest, tensor_core_plan
 
     d = _desc(4, 2, "fp16")
-    with pytest.raises(UnsupportedDesc):
-        choose_kernel(d, 1, 60)
-    with pytest.raises(UnsupportedDesc):
-        scalar_nest(d, 1000)
+    assert choose_kernel(d, 1, 60).family == "gemv_workspace"
+    assert choose_kernel(d, 4096, 4096).family == "gemv_workspace"  # whatever the output size
+    nest = scalar_nest(d, 1000)
+    assert nest_constexprs(nest, d, workspace=True)["K0"] == 3
+    with pytest.raises(UnsupportedDesc, match="workspace GEMV"):
+        nest_constexprs(nest, d)  # the one-launch nest kernel has no such merge
     with pytest.raises(UnsupportedDesc):
         tensor_core_plan(d, 1000)
+    inner = d.replace(k_cuts=(d.k_cuts[1], d.k_cuts[0], *d.k_cuts[2:]))
+    with pytest.raises(UnsupportedDesc, match="level 0"):
+        choose_kernel(inner, 1, 60)
+    with pytest.raises(UnsupportedDesc, match="level 0"):
+        scalar_nest(inner, 1000)
 
 
 def test_orientation_variants_round_trip_and_need_n(tmp_path) -> None:

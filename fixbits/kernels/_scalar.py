@@ -38,8 +38,9 @@ from fixbits.kernels.plan import ScalarNest, UnsupportedDesc, scalar_nest
 if TYPE_CHECKING:
     import torch
 
-CHAIN, BUTTERFLY_UP, BUTTERFLY_DOWN = 0, 1, 2
-MERGE_CODES = {"chain": CHAIN, "butterfly_up": BUTTERFLY_UP, "butterfly_down": BUTTERFLY_DOWN}
+CHAIN, BUTTERFLY_UP, BUTTERFLY_DOWN, REDUCE_1BLOCK = 0, 1, 2, 3
+MERGE_CODES = {"chain": CHAIN, "butterfly_up": BUTTERFLY_UP, "butterfly_down": BUTTERFLY_DOWN,
+               "reduce_1block": REDUCE_1BLOCK}  # fmt: skip
 
 
 @triton.jit
@@ -138,10 +139,15 @@ def _scalar_nest_kernel(
     )  # fmt: skip
 
 
-def nest_constexprs(nest: ScalarNest, desc: GEMMDesc, *, skip_level0: bool = False) -> dict[str, int]:
-    """C*/L*/K* constexprs for up to four levels (absent levels count 1)."""
+def nest_constexprs(
+    nest: ScalarNest, desc: GEMMDesc, *, skip_level0: bool = False, workspace: bool = False
+) -> dict[str, int]:
+    """C*/L*/K* constexprs for up to four levels (absent levels count 1). reduce_1block is only
+    realised by the workspace GEMV's merge kernel (``workspace``): merge_level has no such KIND."""
     counts = list(nest.counts)
     merges = list(nest.merges)
+    if "reduce_1block" in merges and not workspace:
+        raise UnsupportedDesc("merge=reduce_1block runs in the workspace GEMV (gemv_workspace) only")
     if len(counts) > 4:
         raise UnsupportedDesc(f"k_cuts: at most 4 levels for the scalar kernels, got {len(counts)}")
     # pad at the inside: absent inner levels have one part

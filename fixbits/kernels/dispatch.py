@@ -54,8 +54,10 @@ def choose_kernel(desc: GEMMDesc, m: int | None = None, n: int | None = None) ->
         raise UnsupportedDesc(
             "instruction=tcgen05 (sm_100/sm_103) has no fixbits kernel yet; supported: sm_90"
         )
-    if any(c.merge == "reduce_1block" for c in desc.k_cuts):
-        raise UnsupportedDesc("merge=reduce_1block (cuBLAS's reduce_1Block_kernel): no fixbits kernel realises it yet")
+    if any(c.merge == "reduce_1block" for c in desc.k_cuts[1:]) or (
+        desc.k_cuts and desc.k_cuts[0].merge == "reduce_1block" and desc.instruction != "fma"
+    ):
+        raise UnsupportedDesc("merge=reduce_1block: realised at level 0 of a scalar (fma) nest only")
     if desc.instruction in ("wgmma", "mma") and desc.arch not in SUPPORTED_ARCHES:
         raise UnsupportedDesc(
             f"arch={desc.arch}: tensor-core kernels are built for {', '.join(SUPPORTED_ARCHES)}"
@@ -80,5 +82,7 @@ def choose_kernel(desc: GEMMDesc, m: int | None = None, n: int | None = None) ->
         and m * n <= 4096
     ):
         family = "gemv_workspace"
+    if desc.k_cuts and desc.k_cuts[0].merge == "reduce_1block":
+        family = "gemv_workspace"  # cuBLAS's reduce_1Block merge: only the workspace kernel has it
     module, function = KERNEL_MODULES[family]
     return KernelChoice(family=family, module=module, function=function)

@@ -80,7 +80,30 @@ def _ws_merge_kernel(
     pid_n = tl.program_id(1)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    if K0 == 0:
+    if K0 == 3:
+        # cuBLAS's reduce_1Block_kernel<float, 128, 7>: thread t chains parts t, t + 128, ...
+        # (a padded part adds +0, exact on a sum from +0); q[t] += q[t + 64]; q[t] += q[t + 32];
+        # u_j chains q[j], q[4 + j], ..., q[28 + j]; the total chains u_0..u_3, all from +0
+        t = tl.arange(0, 128)
+        mask3 = (rm[:, None, None] < M) & (rn[None, :, None] < N)
+        q = tl.zeros((BLOCK_M, BLOCK_N, 128), dtype=tl.float32)
+        for p0 in tl.static_range(0, C0, 128):
+            x = tl.load(ws_ptr + (p0 + t)[None, None, :] * swp + rm[:, None, None] * swm + rn[None, :, None] * swn,
+                        mask=mask3 & ((p0 + t) < C0)[None, None, :], other=0.0)  # fmt: skip
+            q = round_to(q + x.to(tl.float32), MERGE)
+        q = round_to(tl.sum(tl.reshape(q, (BLOCK_M, BLOCK_N, 2, 64)), axis=2), MERGE)  # q[t] + q[t + 64]
+        q = round_to(tl.sum(tl.reshape(q, (BLOCK_M, BLOCK_N, 2, 32)), axis=2), MERGE)  # q[t] + q[t + 32]
+        q8 = tl.reshape(q, (BLOCK_M, BLOCK_N, 8, 4))  # [g, j] = q[4g + j]
+        g_idx = tl.arange(0, 8)[None, None, :, None]
+        u = tl.zeros((BLOCK_M, BLOCK_N, 4), dtype=tl.float32)
+        for g in tl.static_range(8):
+            # one value and zeros: exact (a -0 becomes +0, which a chain from +0 cannot tell apart)
+            u = round_to(u + tl.sum(tl.where(g_idx == g, q8, 0.0), axis=2), MERGE)
+        j_idx = tl.arange(0, 4)[None, None, :]
+        val = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for j in tl.static_range(4):
+            val = round_to(val + tl.sum(tl.where(j_idx == j, u, 0.0), axis=2), MERGE)
+    elif K0 == 0:
         # chain from +0, one part at a time from the workspace: linear in C0 (held in registers
         # the chain is quadratic unrolled code, and ptxas runs out of memory at C0 = 512)
         mask2 = (rm[:, None] < M) & (rn[None, :] < N)
@@ -124,7 +147,7 @@ def gemv_workspace_matmul(
     m, n, k = check_operands(desc, a, b)
     ep = epilogue_args(desc, m, n, bias, residual, gate)
     nest = scalar_nest(desc, k)
-    cx = nest_constexprs(nest, desc)
+    cx = nest_constexprs(nest, desc, workspace=True)
     if out is None:
         out = torch.empty((m, n), dtype=torch_dtype(desc.out_dtype), device=a.device)
     if not (m and n):

@@ -145,14 +145,16 @@ def _cut_elements(cut: KCut, elems: list[int]) -> list[list[int]]:
 def scalar_nest(desc: GEMMDesc, k: int, *, levels_from: int = 0) -> ScalarNest:
     """Flatten ``desc.k_cuts[levels_from:]`` over [0, k) into a leaf table (see ScalarNest)."""
     cuts = desc.k_cuts[levels_from:]
-    if any(c.merge == "reduce_1block" for c in desc.k_cuts):
-        raise UnsupportedDesc("merge=reduce_1block (cuBLAS's reduce_1Block_kernel): no Triton kernel realises it yet")
+    if any(c.merge == "reduce_1block" for c in desc.k_cuts[1:]):
+        raise UnsupportedDesc("merge=reduce_1block: the kernels realise it at level 0 only (the workspace GEMV's merge)")
     groups: list[list[int]] = [list(range(k))]
     counts: list[int] = []
     for cut in cuts:
         nxt: list[list[list[int]]] = [_cut_elements(cut, g) for g in groups]
         width = _next_pow2(max(len(x) for x in nxt))
-        if cut.merge != "chain" and width != cut.count:
+        # chain and reduce_1block take padded parts exactly: an empty part sums to +0, and adding
+        # +0 changes no sum that started from +0 (such a sum is never -0)
+        if cut.merge not in ("chain", "reduce_1block") and width != cut.count:
             raise UnsupportedDesc(f"butterfly merge over {cut.count} parts produced {width}")
         counts.append(width)
         groups = [x[i] if i < len(x) else [] for x in nxt for i in range(width)]
