@@ -5,29 +5,13 @@ thread part stays inside one row, and only then."""
 from __future__ import annotations
 
 import pytest
+from test_checker_helpers import ptx_entry
 
 from fixbits.checker.api import signature
 from fixbits.checker.coord_split import split_coordinate, split_group
 from fixbits.checker.forms import Poly
 
-HEAD = """\
-.version 8.7
-.target sm_90a
-.address_size 64
-.visible .entry k(
-\t.param .u64 .ptr .global .align 1 k_param_0,
-\t.param .u64 .ptr .global .align 1 k_param_1,
-\t.param .u64 .ptr .global .align 1 k_param_2
-)
-.reqntid {threads}
-{{
-\t.reg .pred %p<8>;
-\t.reg .b32 %r<100>;
-\t.reg .b64 %rd<100>;
-\tld.param.b64 %rd1, [k_param_0];
-\tld.param.b64 %rd2, [k_param_1];
-\tld.param.b64 %rd3, [k_param_2];
-\tmov.u32 %r2, %tid.x;
+ROW_SCALE = """\tmov.u32 %r2, %tid.x;
 \tmov.u32 %r3, %ctaid.x;
 \tmul.wide.u32 %rd4, %r3, 4;
 \tadd.s64 %rd5, %rd3, %rd4;
@@ -41,7 +25,7 @@ def scale_rows(threads: int, regs: int, row: int = 64, srow: int = 0, width: int
     """y[r, c] = x[r, c] * s[r + srow] for c < width (default: the row): ``threads`` threads,
     ``regs`` registers each (column t + threads * j), rows of ``row`` fp32 elements."""
     width = threads * regs if width is None else width
-    out = [HEAD.format(threads=threads, row=row, srow=4 * srow)]
+    out = [ptx_entry(["ptr", "ptr", "ptr"], threads) + ROW_SCALE.format(row=row, srow=4 * srow)]
     for j in range(regs):
         out.append(f"\tadd.s32 %r{10 + j}, %r2, {threads * j};")
         out.append(f"\tadd.s32 %r{20 + j}, %r5, %r{10 + j};")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 PTX = """\
@@ -192,3 +193,22 @@ def corpus_family_inputs(name: str, dtype: str, monkeypatch: Any, tmp_path: Any)
     shape = dict(fam.shape)
     inputs = {k: to_device(v, "cpu") for k, v in mod.make_inputs(shape, dtype, "ordinary", 0).items()}
     return fam, mod, shape, inputs
+
+
+def ptx_entry(params: Sequence[str], threads: int, *, regs: tuple[int, int, int] = (8, 100, 100)) -> str:
+    """The head of a hand-written sm_90 kernel ``k`` up to its first own instruction: parameters
+    ('ptr': a global u64 pointer, loaded into %rd1, %rd2, ... in order; 'u32': loaded into %r1),
+    ``.reqntid threads`` and the register files (pred, b32, b64 counts)."""
+    decl = {"ptr": ".u64 .ptr .global .align 1", "u32": ".u32"}
+    lines = [".version 8.7", ".target sm_90a", ".address_size 64", ".visible .entry k("]
+    lines.append(",\n".join(f"\t.param {decl[p]} k_param_{i}" for i, p in enumerate(params)))
+    lines += [")", f".reqntid {threads}", "{", f"\t.reg .pred %p<{regs[0]}>;", f"\t.reg .b32 %r<{regs[1]}>;",
+              f"\t.reg .b64 %rd<{regs[2]}>;"]  # fmt: skip
+    rd = 0
+    for i, p in enumerate(params):
+        if p == "ptr":
+            rd += 1
+            lines.append(f"\tld.param.b64 %rd{rd}, [k_param_{i}];")
+        else:
+            lines.append(f"\tld.param.b32 %r1, [k_param_{i}];")
+    return "\n".join(lines) + "\n"

@@ -4,30 +4,14 @@
 from __future__ import annotations
 
 import pytest
+from test_checker_helpers import ptx_entry
 
 from fixbits.checker.api import signature
 from fixbits.checker.launch import LaunchShape
 
 # 64 threads; thread t loads K registers at column t + 64 k of row ctaid.x, each masked by
 # column < N (the register pre-set to +0.0, as Triton emits), sums them and stores its partial.
-HEAD = """\
-.version 8.7
-.target sm_90a
-.address_size 64
-.visible .entry k(
-\t.param .u64 .ptr .global .align 1 k_param_0,
-\t.param .u64 .ptr .global .align 1 k_param_1,
-\t.param .u32 k_param_2
-)
-.reqntid 64
-{
-\t.reg .pred %p<40>;
-\t.reg .b32 %r<200>;
-\t.reg .b64 %rd<100>;
-\tld.param.b64 %rd1, [k_param_0];
-\tld.param.b64 %rd2, [k_param_1];
-\tld.param.b32 %r1, [k_param_2];
-\tmov.u32 %r2, %tid.x;
+HEAD = ptx_entry(["ptr", "ptr", "u32"], 64, regs=(40, 200, 100)) + """\tmov.u32 %r2, %tid.x;
 \tmov.u32 %r3, %ctaid.x;
 \tmul.lo.s32 %r4, %r3, 4096;
 \tmov.b32 %r5, 0;

@@ -6,28 +6,14 @@ row's value, or a guard that picks other elements, stays apart."""
 from __future__ import annotations
 
 import pytest
+from test_checker_helpers import ptx_entry
 
 from fixbits.checker.api import signature
 from fixbits.checker.forms import Poly
 from fixbits.checker.leaf_pred import relative_pred
 from fixbits.checker.walk import icmp
 
-HEAD = """\
-.version 8.7
-.target sm_90a
-.address_size 64
-.visible .entry k(
-\t.param .u64 .ptr .global .align 1 k_param_0,
-\t.param .u64 .ptr .global .align 1 k_param_1
-)
-.reqntid 64
-{
-\t.reg .pred %p<8>;
-\t.reg .b32 %r<100>;
-\t.reg .b64 %rd<100>;
-\tld.param.b64 %rd1, [k_param_0];
-\tld.param.b64 %rd2, [k_param_1];
-\tmov.u32 %r2, %tid.x;
+HEAD = ptx_entry(["ptr", "ptr"], 64) + """\tmov.u32 %r2, %tid.x;
 \tmov.u32 %r3, %ctaid.x;
 """
 

@@ -31,14 +31,20 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 
-def per_call_us(fn, reps: int) -> float:
+def per_call_us(fn, reps: int, drain=None) -> float:
+    """Median of 7 batches of ``reps`` calls; ``drain`` (e.g. torch.cuda.synchronize) runs
+    between batches, outside the timing, so a GPU queue never fills across them."""
     fn()
     batches = []
     for _ in range(7):
+        if drain is not None:
+            drain()
         t = time.perf_counter()
         for _ in range(reps):
             fn()
         batches.append((time.perf_counter() - t) / reps * 1e6)
+    if drain is not None:
+        drain()
     return statistics.median(batches)
 
 
@@ -54,16 +60,7 @@ def gpu_rows(reps: int, out: str) -> int:
     from fixbits.kernels._host import KernelConfig
 
     def drained(fn):
-        fn()
-        times = []
-        for _ in range(7):
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            times.append((time.perf_counter() - t) / reps * 1e6)
-            torch.cuda.synchronize()
-        return statistics.median(times)
+        return per_call_us(fn, reps, drain=torch.cuda.synchronize)
 
     desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16")
     configs = {

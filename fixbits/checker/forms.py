@@ -38,6 +38,16 @@ def is_data_symbol(sym: str) -> bool:
     return sym.startswith("D:") or sym.startswith("carried:")
 
 
+def _add_terms(t: dict[Mono, int], items: Iterable[tuple[Mono, int]]) -> None:
+    """Add terms into ``t`` in order, dropping those that cancel (Poly's one accumulation rule)."""
+    for m, c in items:
+        v = t.get(m, 0) + c
+        if v:
+            t[m] = v
+        else:
+            del t[m]
+
+
 class Poly:
     """An exact integer polynomial: ``{monomial: coefficient}``; immutable after construction."""
 
@@ -122,12 +132,7 @@ class Poly:
         if not self.terms:
             return other
         t = dict(self.terms)
-        for m, c in other.terms.items():
-            v = t.get(m, 0) + c
-            if v:
-                t[m] = v
-            else:
-                del t[m]
+        _add_terms(t, other.terms.items())
         return Poly._of(t)
 
     def __neg__(self) -> Poly:
@@ -157,22 +162,12 @@ class Poly:
         t: dict[Mono, int] = {}
         for m, c in self.terms.items():
             if sym not in m:
-                v = t.get(m, 0) + c
-                if v:
-                    t[m] = v
-                else:
-                    del t[m]
+                _add_terms(t, ((m, c),))
                 continue
-            rest = tuple(s for s in m if s != sym)
-            term = Poly._of({rest: c})
+            term = Poly._of({tuple(s for s in m if s != sym): c})
             for _ in range(m.count(sym)):
                 term = term * value
-            for m2, c2 in term.terms.items():
-                v = t.get(m2, 0) + c2
-                if v:
-                    t[m2] = v
-                else:
-                    del t[m2]
+            _add_terms(t, term.terms.items())
         return Poly._of(t)
 
     # ---- bit structure ------------------------------------------------------------------

@@ -81,7 +81,7 @@ def param_decls(text: str) -> dict[str, str]:
 
 
 _MAX_BITS = 12  # thread bits enumerated exactly (4,096 assignments)
-_U_EQ_BOUND = 1 << 16  # unsigned eq decided only where |a - b| < 2^16 (the narrowest setp width)
+U_EQ_BOUND = 1 << 16  # unsigned eq decided only where |a - b| < 2^16 (the narrowest setp width)
 
 
 def pred_truth(pred: object, grid: tuple[int, int, int] | None) -> bool | None:
@@ -102,7 +102,7 @@ def pred_truth(pred: object, grid: tuple[int, int, int] | None) -> bool | None:
         t = pred_truth(pred.kids[0], grid)
         return None if t is None else not t
     if k in ("and", "or") and pred.kids:
-        return _join(k, [pred_truth(x, grid) for x in pred.kids])
+        return join_truths(k, [pred_truth(x, grid) for x in pred.kids])
     if k != "cmp" or len(pred.kids) != 2 or pred.attrs[1:2] != ("s",) or pred.attrs[0] not in ("le", "eq"):
         return None
     d, z = pred.kids[0].poly, pred.kids[1].poly
@@ -111,17 +111,17 @@ def pred_truth(pred: object, grid: tuple[int, int, int] | None) -> bool | None:
     rng = _range(d, grid)
     if rng is None:
         return None
-    return _decide(pred.attrs[0], *rng)
+    return decide_cmp(pred.attrs[0], *rng)
 
 
-def _join(op: str, vals: Sequence[bool | None]) -> bool | None:
+def join_truths(op: str, vals: Sequence[bool | None]) -> bool | None:
     """Three-valued ``and`` / ``or``: decided only when the decided operands settle it."""
     if op == "and":
         return False if False in vals else (True if all(v is True for v in vals) else None)
     return True if True in vals else (False if all(v is False for v in vals) else None)
 
 
-def _decide(op: str, lo: int, hi: int) -> bool | None:
+def decide_cmp(op: str, lo: int, hi: int) -> bool | None:
     """``d <= 0`` / ``d == 0`` for every d in [lo, hi]: True, False, or None when it varies."""
     if op == "le":
         return True if hi <= 0 else (False if lo > 0 else None)
@@ -238,7 +238,7 @@ def thread_truths(pred: object, grid: tuple[int, int, int] | None, nbits: int) -
         ts = [thread_truths(x, grid, nbits) for x in pred.kids]
         if any(t is None for t in ts):
             return None
-        return [_join(k, vals) for vals in zip(*ts, strict=True)]  # type: ignore[misc]
+        return [join_truths(k, vals) for vals in zip(*ts, strict=True)]  # type: ignore[misc]
     if k != "cmp" or len(pred.kids) != 2 or pred.attrs[:2] not in (("le", "s"), ("eq", "s"), ("eq", "u")):
         return None
     unsigned = pred.attrs[1] == "u"
@@ -256,8 +256,8 @@ def thread_truths(pred: object, grid: tuple[int, int, int] | None, nbits: int) -
     res: list[bool | None] = []
     for v in eval_all(rest, nbits):
         lo, hi = v + lo_b, v + hi_b
-        if unsigned and not -_U_EQ_BOUND < lo <= hi < _U_EQ_BOUND:
+        if unsigned and not -U_EQ_BOUND < lo <= hi < U_EQ_BOUND:
             res.append(None)  # a wrap modulo 2^w is not excluded
         else:
-            res.append(_decide(pred.attrs[0], lo, hi))
+            res.append(decide_cmp(pred.attrs[0], lo, hi))
     return res

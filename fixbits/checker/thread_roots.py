@@ -24,11 +24,11 @@ integer operation makes the expansion fail: the root then stays physical (can on
 from __future__ import annotations
 
 from fixbits.checker.forms import Poly, is_bit_symbol
+from fixbits.checker.launch import U_EQ_BOUND, decide_cmp, join_truths
 from fixbits.checker.node import Node, int_node
 from fixbits.checker.signs import is_bit_move
 
 _MAX_BITS = 10
-_U_EQ_BOUND = 1 << 16
 _POINTWISE = frozenset({
     "add", "sub", "mul", "fma", "div", "sqrt", "rsqrt", "rcp", "ex2", "lg2", "max", "min", "neg",
     "abs", "fabs", "cvt", "canon", "masked", "load", "pack", "slice", "and", "or", "not", "true",
@@ -115,13 +115,10 @@ class ThreadEval:
             kids.append(y)
         if k in ("and", "or", "not"):
             vals = [_truth(x) for x in kids]
-            got: bool | None = None
             if k == "not":
                 got = None if vals[0] is None else not vals[0]
-            elif k == "and":
-                got = False if False in vals else (True if all(v is True for v in vals) else None)
             else:
-                got = True if True in vals else (False if all(v is False for v in vals) else None)
+                got = join_truths(k, vals)
             if got is not None:
                 return _const_pred(got)
         return Node(k, n.attrs, tuple(kids))
@@ -146,8 +143,6 @@ def _decide(attrs: tuple, kids: list[Node]) -> bool | None:
     if d is None or z is None or not d.is_const() or not z.is_const() or z.const_value() != 0:
         return None
     v = d.const_value()
-    if attrs[0] == "le":
-        return v <= 0
-    if v != 0 and not -_U_EQ_BOUND < v < _U_EQ_BOUND:
+    if attrs[0] == "eq" and v != 0 and not -U_EQ_BOUND < v < U_EQ_BOUND:
         return None  # equal modulo a register width is not excluded
-    return v == 0
+    return decide_cmp(attrs[0], v, v)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fixbits.desc import GEMMDesc
-from fixbits.kernels.plan import UnsupportedDesc
+from fixbits.kernels.plan import UnsupportedDesc, reduce_1block_at_level0
 
 KERNEL_MODULES: dict[str, tuple[str, str]] = {
     "single_pass": ("fixbits.kernels.single_pass", "single_pass_matmul"),
@@ -54,10 +54,7 @@ def choose_kernel(desc: GEMMDesc, m: int | None = None, n: int | None = None) ->
         raise UnsupportedDesc(
             "instruction=tcgen05 (sm_100/sm_103) has no fixbits kernel yet; supported: sm_90"
         )
-    if any(c.merge == "reduce_1block" for c in desc.k_cuts[1:]) or (
-        desc.k_cuts and desc.k_cuts[0].merge == "reduce_1block" and desc.instruction != "fma"
-    ):
-        raise UnsupportedDesc("merge=reduce_1block: realised at level 0 of a scalar (fma) nest only")
+    workspace_merge = reduce_1block_at_level0(desc)  # raises where no kernel realises that merge
     if desc.instruction in ("wgmma", "mma") and desc.arch not in SUPPORTED_ARCHES:
         raise UnsupportedDesc(
             f"arch={desc.arch}: tensor-core kernels are built for {', '.join(SUPPORTED_ARCHES)}"
@@ -82,7 +79,7 @@ def choose_kernel(desc: GEMMDesc, m: int | None = None, n: int | None = None) ->
         and m * n <= 4096
     ):
         family = "gemv_workspace"
-    if desc.k_cuts and desc.k_cuts[0].merge == "reduce_1block":
+    if workspace_merge:
         family = "gemv_workspace"  # cuBLAS's reduce_1Block merge: only the workspace kernel has it
     module, function = KERNEL_MODULES[family]
     return KernelChoice(family=family, module=module, function=function)

@@ -93,16 +93,11 @@ def _ws_merge_kernel(
             q = round_to(q + x.to(tl.float32), MERGE)
         q = round_to(tl.sum(tl.reshape(q, (BLOCK_M, BLOCK_N, 2, 64)), axis=2), MERGE)  # q[t] + q[t + 64]
         q = round_to(tl.sum(tl.reshape(q, (BLOCK_M, BLOCK_N, 2, 32)), axis=2), MERGE)  # q[t] + q[t + 32]
-        q8 = tl.reshape(q, (BLOCK_M, BLOCK_N, 8, 4))  # [g, j] = q[4g + j]
-        g_idx = tl.arange(0, 8)[None, None, :, None]
-        u = tl.zeros((BLOCK_M, BLOCK_N, 4), dtype=tl.float32)
-        for g in tl.static_range(8):
-            # one value and zeros: exact (a -0 becomes +0, which a chain from +0 cannot tell apart)
-            u = round_to(u + tl.sum(tl.where(g_idx == g, q8, 0.0), axis=2), MERGE)
-        j_idx = tl.arange(0, 4)[None, None, :]
-        val = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for j in tl.static_range(4):
-            val = round_to(val + tl.sum(tl.where(j_idx == j, u, 0.0), axis=2), MERGE)
+        BO: tl.constexpr = BLOCK_M * BLOCK_N
+        # [j, g] = q[4g + j], parts innermost: chain the 8 g per j, then the 4 j (merge_level's chain)
+        u = tl.reshape(tl.permute(tl.reshape(q, (BLOCK_M, BLOCK_N, 8, 4)), (0, 1, 3, 2)), (BO * 32,))
+        u = merge_level(u, BO * 4, 8, 3, 0, MERGE)
+        val = tl.reshape(merge_level(u, BO, 4, 2, 0, MERGE), (BLOCK_M, BLOCK_N))
     elif K0 == 0:
         # chain from +0, one part at a time from the workspace: linear in C0 (held in registers
         # the chain is quadratic unrolled code, and ptxas runs out of memory at C0 = 512)

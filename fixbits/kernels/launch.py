@@ -133,7 +133,7 @@ class DirectLaunch:
     remaining parameter (the constexprs) plus the compile options (num_warps, ...).
     """
 
-    __slots__ = ("fn", "grid", "kwargs", "_tail", "_slots", "_kernels", "_direct", "_g", "_tma")
+    __slots__ = ("fn", "grid", "kwargs", "_tail", "_slots", "_kernels", "_direct", "_g")
 
     def __init__(self, fn: Any, grid: tuple[int, ...], kwargs: dict[str, Any]) -> None:
         self.fn = fn
@@ -143,8 +143,8 @@ class DirectLaunch:
         self._g = (g[0], g[1], g[2])
         self._tail: tuple[Any, ...] | None = None
         self._slots: tuple[int, ...] = ()
-        self._kernels: dict[tuple[Any, ...], Any] = {}
-        self._tma: dict[int, RawRun | None] = {}  # id(kernel) -> its TMA fast path, if any
+        # specialisation key -> (the CompiledKernel, its RawRun or None where kernel.run is kept)
+        self._kernels: dict[tuple[Any, ...], tuple[Any, RawRun | None]] = {}
         # Triton's interpreter hands out InterpretedFunctions (no params, no compiled kernel)
         self._direct = ENABLED and hasattr(fn, "params") and hasattr(fn, "pre_run_hooks")
 
@@ -174,12 +174,13 @@ class DirectLaunch:
                 and not self.fn.pre_run_hooks
             ):
                 dev, stream = _current_device_stream()
-                kernel = self._kernels.get(self.key(args, dev))
-                if kernel is not None:
+                key = self.key(args, dev)
+                hit = self._kernels.get(key)
+                if hit is not None:
+                    kernel, raw = hit
                     g = self._g
-                    maps = self._tma.get(id(kernel))
-                    if maps is not None:
-                        maps.launch(g, stream, kernel, (*args, *self._tail))
+                    if raw is not None:
+                        raw.launch(g, stream, kernel, (*args, *self._tail))
                         return kernel
                     kernel.run(g[0], g[1], g[2], stream, kernel.function, kernel.packed_metadata, None, None, None,
                                *args, *self._tail)  # fmt: skip
@@ -190,8 +191,6 @@ class DirectLaunch:
                     return kernel
                 if len(self._kernels) >= _MAX_KERNELS:
                     self._kernels.clear()
-                    self._tma.clear()
-                self._kernels[self.key(args, dev)] = kernel
-                self._tma[id(kernel)] = RawRun.of(kernel) if RAW_RUN else None
+                self._kernels[key] = (kernel, RawRun.of(kernel) if RAW_RUN else None)
                 return kernel
         return self.fn[self.grid](*args, **self.kwargs)

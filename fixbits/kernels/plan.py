@@ -71,11 +71,24 @@ def _single_run(part: list[tuple[int, int]], where: str) -> tuple[int, int] | No
 
 
 @functools.lru_cache(maxsize=512)  # per call it would be Python work per K element (a steady-state cost)
+def reduce_1block_at_level0(desc: GEMMDesc) -> bool:
+    """Whether level 0 merges by cuBLAS's reduce_1Block order, which only the workspace GEMV's
+    merge kernel realises; that merge anywhere else (an inner level, a tensor-core nest) has no
+    kernel and raises here, the one place the rule is written."""
+    at = [i for i, c in enumerate(desc.k_cuts) if c.merge == "reduce_1block"]
+    if not at:
+        return False
+    if at != [0] or desc.instruction != "fma":
+        raise UnsupportedDesc("merge=reduce_1block: realised at level 0 of a scalar (fma) nest only, by the "
+                              "workspace GEMV's merge kernel")  # fmt: skip
+    return True
+
+
 def tensor_core_plan(desc: GEMMDesc, k: int) -> TensorCorePlan:
     """Cut [0, k) per ``desc.k_cuts`` for the tensor-core families (at most two contiguous levels)."""
     cuts = desc.k_cuts
-    if any(c.merge == "reduce_1block" for c in cuts):
-        raise UnsupportedDesc("merge=reduce_1block (cuBLAS's reduce_1Block_kernel): no Triton kernel realises it yet")
+    if reduce_1block_at_level0(desc):
+        raise UnsupportedDesc("merge=reduce_1block: the workspace GEMV realises it, not the tensor-core kernels")
     if len(cuts) > 2:
         raise UnsupportedDesc(f"k_cuts: tensor-core kernels realise at most 2 levels, got {len(cuts)}")
     for lvl, c in enumerate(cuts):
@@ -145,8 +158,7 @@ def _cut_elements(cut: KCut, elems: list[int]) -> list[list[int]]:
 def scalar_nest(desc: GEMMDesc, k: int, *, levels_from: int = 0) -> ScalarNest:
     """Flatten ``desc.k_cuts[levels_from:]`` over [0, k) into a leaf table (see ScalarNest)."""
     cuts = desc.k_cuts[levels_from:]
-    if any(c.merge == "reduce_1block" for c in desc.k_cuts[1:]):
-        raise UnsupportedDesc("merge=reduce_1block: the kernels realise it at level 0 only (the workspace GEMV's merge)")
+    reduce_1block_at_level0(desc)  # raises where no kernel realises that merge
     groups: list[list[int]] = [list(range(k))]
     counts: list[int] = []
     for cut in cuts:

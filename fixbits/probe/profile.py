@@ -108,21 +108,19 @@ class ArchProfile:
                 f"heuristic answer {key} is not in the {self.arch} cuBLASLt {self.library_version} "
                 f"{self.dtype}->{self.out_dtype} profile{why}; {len(self.entries)} answers are"
             )
-        if any(v.n1 is not None for v in entry.variants) and (k is None or n is None):
+        oriented = any(v.n1 is not None for v in entry.variants)
+        if oriented and (k is None or n is None):
             raise NotInProfile(f"heuristic answer {key} changes its arithmetic with the orientation (N == 1 or "
                                "not): the lookup needs K and N")
         if entry.variants and k is not None:
             for v in entry.variants:
                 if v.holds(int(k), n):
                     return v.desc
-            if any(v.n1 is not None for v in entry.variants):
-                held = ", ".join(f"{'N == 1' if v.n1 else 'M == 1' if v.n1 is False else 'any'} K in [{v.k_min}, "
-                                 f"{v.k_max if v.k_max is not None else 'inf'}]" for v in entry.variants)
-                raise NotInProfile(f"heuristic answer {key} changes its arithmetic with the orientation; "
-                                   f"K={k} N={n} is outside the recorded {held}")
-            ranges = ", ".join(f"[{v.k_min}, {v.k_max if v.k_max is not None else 'inf'}]" for v in entry.variants)
-            raise NotInProfile(f"heuristic answer {key} changes its arithmetic with K; K={k} is outside the probed "
-                               f"ranges {ranges}")
+            ranges = ", ".join(f"{'' if v.n1 is None else 'N == 1 ' if v.n1 else 'N != 1 '}[{v.k_min}, "
+                               f"{v.k_max if v.k_max is not None else 'inf'}]" for v in entry.variants)
+            what, at = ("the orientation and K", f"K={k} N={n}") if oriented else ("K", f"K={k}")
+            raise NotInProfile(f"heuristic answer {key} changes its arithmetic with {what}; {at} is outside the "
+                               f"probed ranges {ranges}")
         return entry.desc
 
     def to_dict(self) -> dict[str, Any]:
