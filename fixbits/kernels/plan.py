@@ -70,7 +70,6 @@ def _single_run(part: list[tuple[int, int]], where: str) -> tuple[int, int] | No
     return part[0]
 
 
-@functools.lru_cache(maxsize=512)  # per call it would be Python work per K element (a steady-state cost)
 def reduce_1block_at_level0(desc: GEMMDesc) -> bool:
     """Whether level 0 merges by cuBLAS's reduce_1Block order, which only the workspace GEMV's
     merge kernel realises; that merge anywhere else (an inner level, a tensor-core nest) has no
@@ -84,6 +83,7 @@ def reduce_1block_at_level0(desc: GEMMDesc) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=512)  # per call it would be Python work per K element (a steady-state cost)
 def tensor_core_plan(desc: GEMMDesc, k: int) -> TensorCorePlan:
     """Cut [0, k) per ``desc.k_cuts`` for the tensor-core families (at most two contiguous levels)."""
     cuts = desc.k_cuts
