@@ -49,6 +49,21 @@ def cases(fuzz: int, seed: int = 0) -> list[Case]:
     return sorted(mixed, key=lambda c: 0 if _elements(c) <= 2e8 else 1 if _elements(c) <= 2e9 else 2)
 
 
+def answer_shapes(csv_paths: list[str], answers: list[str]) -> list[tuple[int, int, int]]:
+    """Shapes earlier sweeps routed to these answers (every dash-separated part of one of
+    ``answers`` occurs in the row's answer key), in file order, once each: a corrected entry is
+    re-verified on the very shapes that showed it wrong."""
+    wanted = [set(a.split("-")) for a in answers]
+    seen: dict[tuple[int, int, int], None] = {}
+    for path in csv_paths:
+        with open(path, newline="") as fh:
+            for row in csv.DictReader(fh):
+                parts = set(row["answer"].split("-"))
+                if row["outcome"] != "too_large" and any(w <= parts for w in wanted):
+                    seen[(int(row["m"]), int(row["n"]), int(row["k"]))] = None
+    return list(seen)
+
+
 def _elements(c: Case) -> int:
     return c.m * c.k + c.k * c.n
 

@@ -96,6 +96,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--fuzz", type=int, default=400, help="seeded fuzz shapes (fixbits.shapes.fuzz_shapes, seed 7)"
     )
+    p.add_argument("--shapes-csv", nargs="+", default=[], metavar="CSV",
+                   help="earlier sweeps' CSVs (reconstruct's sweep.csv): their shapes routed to one of "
+                        "--shapes-answers run first, as set 'recheck'")
+    p.add_argument("--shapes-answers", nargs="+", default=[], metavar="KEY",
+                   help="answer keys or parts of them, e.g. a14 (all dash-separated parts must occur)")
     p.add_argument("--draws", type=int, default=10)
     p.add_argument("--max-elements", type=float, default=3e8, help="cap on each operand and the output")
     p.add_argument("--max-flop", type=float, default=4e12, help="fuzz shapes above this 2MNK are left out")
@@ -104,13 +109,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not args.summarize and not args.out:
         p.error("--out is required")
+    args.shapes_answers = [a for x in args.shapes_answers for a in x.split(",") if a]
+    if bool(args.shapes_csv) != bool(args.shapes_answers):
+        p.error("--shapes-csv and --shapes-answers go together")
     return args
 
 
-def shape_sets(fuzz: int, max_elements: float, max_flop: float) -> list[tuple[str, int, int, int, str]]:
+def shape_sets(
+    fuzz: int, max_elements: float, max_flop: float, recheck: list[tuple[int, int, int]] = ()
+) -> list[tuple[str, int, int, int, str]]:
     from fixbits.shapes import fuzz_shapes, realistic_shapes
 
-    out = [("realistic", s.m, s.n, s.k, s.layer) for s in realistic_shapes()]
+    out = [("recheck", m, n, k, "") for m, n, k in recheck]
+    known = set(recheck)
+    out += [("realistic", s.m, s.n, s.k, s.layer) for s in realistic_shapes() if (s.m, s.n, s.k) not in known]
     for s in fuzz_shapes(7, fuzz, max_elements=int(max_elements)):
         if 2 * s.m * s.n * s.k <= max_flop:
             out.append(("fuzz", s.m, s.n, s.k, s.layer))
@@ -474,7 +486,12 @@ def main(argv: list[str] | None = None) -> int:
     env = fingerprint()
     log(f"torch {torch.__version__} triton {triton.__version__} {torch.cuda.get_device_name()} env {env}")
     pairs = [tuple(p.split(":")) for p in args.pairs.split(",") if p]
-    shapes = shape_sets(args.fuzz, args.max_elements, args.max_flop)
+    from fixbits.probe.sweep import answer_shapes
+
+    recheck = answer_shapes(args.shapes_csv, args.shapes_answers) if args.shapes_csv else []
+    if recheck:
+        log(f"recheck: {len(recheck)} shapes of {args.shapes_answers} from {args.shapes_csv}")
+    shapes = shape_sets(args.fuzz, args.max_elements, args.max_flop, recheck)
     rows = plan(pairs, shapes, log)  # type: ignore[arg-type]
     if args.resume:
         take_over(rows, read_csv(Path(args.resume)))
@@ -493,8 +510,10 @@ def main(argv: list[str] | None = None) -> int:
         sweep_end = pair_end - PROFILE_RESERVE_S
         t_pair = time.time()
         pending: dict[PendingKey, Redo] = {}
-        # realistic shapes first, each set cheapest first: a budget cut leaves only the largest
-        for r in sorted(group, key=lambda r: (r["set"] != "realistic", r["m"] * r["n"] * r["k"])):
+        # rechecked shapes, then realistic ones, each set cheapest first: a budget cut leaves
+        # only the largest
+        order = {"recheck": 0, "realistic": 1}
+        for r in sorted(group, key=lambda r: (order.get(r["set"], 2), r["m"] * r["n"] * r["k"])):
             if r.get("_resumed"):
                 continue
             if time.time() > sweep_end:

@@ -59,8 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fuzz-from", type=int, default=0, metavar="N",
                    help="sweep only fuzz shapes N.. of the --fuzz set (no realistic shapes): extends an earlier "
                         "run's sweep with new shapes of the same seeded sequence")
-    p.add_argument("--recheck-csv", default=None, metavar="CSV",
-                   help="an earlier run's sweep.csv: its shapes whose answer has every part of one of "
+    p.add_argument("--recheck-csv", nargs="+", default=[], metavar="CSV",
+                   help="earlier runs' sweep.csv files: their shapes whose answer has every part of one of "
                         "--recheck-answers are swept first (set 'recheck'), to re-verify corrected entries")
     p.add_argument("--recheck-answers", nargs="+", default=[], metavar="KEY",
                    help="answer keys or parts of them, e.g. a66-t12-s10 (all parts must occur)")
@@ -89,23 +89,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if bool(args.recheck_csv) != bool(args.recheck_answers):
         p.error("--recheck-csv and --recheck-answers go together")
     return args
-
-
-def recheck_cases(csv_path: str, answers: list[str]) -> list[Any]:
-    """Shapes an earlier sweep routed to these answers: a corrected entry is re-verified on the
-    very shapes that showed it wrong (and on the others of its answer)."""
-    import csv
-
-    from fixbits.probe.sweep import Case
-
-    wanted = [set(a.split("-")) for a in answers]
-    seen: dict[tuple[int, int, int], None] = {}
-    with open(csv_path, newline="") as fh:
-        for row in csv.DictReader(fh):
-            parts = set(row["answer"].split("-"))
-            if row["outcome"] != "too_large" and any(w <= parts for w in wanted):
-                seen[(int(row["m"]), int(row["n"]), int(row["k"]))] = None
-    return [Case("recheck", m, n, k) for m, n, k in seen]
 
 
 def explicit_pairs(spec: str) -> tuple[list[tuple[str, str]], dict[tuple[str, str], float]]:
@@ -317,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
         dtypes = list(dict.fromkeys(dt for dt, _ in todo))
     cs = sweep_cases(args.fuzz, args.limit_shapes, args.fuzz_from)
     if args.recheck_csv:
-        again = recheck_cases(args.recheck_csv, args.recheck_answers)
+        from fixbits.probe.sweep import Case, answer_shapes
+
+        again = [Case("recheck", m, n, k) for m, n, k in answer_shapes(args.recheck_csv, args.recheck_answers)]
         log(f"recheck: {len(again)} shapes of {args.recheck_answers} from {args.recheck_csv}")
         known = {(x.m, x.n, x.k) for x in again}
         cs = again + [c for c in cs if (c.m, c.n, c.k) not in known]
