@@ -3,7 +3,7 @@
 # packs each script's results into $OUT/<name>.tgz, split into parts below 15 MB when larger
 # (the device tool returns at most 8 files, none of 16 MB or more).
 # usage: bash runners/device/run_all.sh name:budget_s[:extra,args] [...]   (OUT must be set)
-#   name@tag runs name.py with its results under name@tag (one script twice in one call)
+#   name@tag runs name.py with its results under name_tag (one script twice in one call)
 #   e.g. kernels_bench:330:--per-cell,3,--compile-share,0.2  (commas become spaces; write a comma
 #   that belongs inside one argument as %2C: matmul_check:300:--pairs,bf16:fp32%2Cfp16:fp32)
 set -u
@@ -17,12 +17,13 @@ export PYTHONUNBUFFERED=1
 R=/tmp/fixbits_results; mkdir -p "$R"
 start=$(date +%s)
 for spec in "$@"; do
-  name=${spec%%:*}; rest=${spec#*:}; budget=${rest%%:*}; extra=""
+  script=${spec%%:*}; rest=${spec#*:}; budget=${rest%%:*}; extra=""
+  name=${script//@/_}  # results, log and archive as name_tag: the device call returns plain names only
   [ "$rest" != "$budget" ] && extra=${rest#*:}
   IFS=',' read -r -a args <<< "$extra"
   for i in "${!args[@]}"; do args[i]=${args[i]//%2C/,}; done
   t0=$(date +%s)
-  timeout $((budget + 90)) python3 "runners/device/${name%%@*}.py" --out "$R/$name" --budget-s "$budget" "${args[@]}" > "$R/$name.log" 2>&1
+  timeout $((budget + 90)) python3 "runners/device/${script%%@*}.py" --out "$R/$name" --budget-s "$budget" "${args[@]}" > "$R/$name.log" 2>&1
   rc=$?
   echo "=== $name rc=$rc wall=$(( $(date +%s) - t0 ))s"
   tail -n 30 "$R/$name.log" | cut -c1-220
