@@ -96,3 +96,31 @@ def test_check_only_unchecked_keeps_the_devices_rows(tmp_path: Path) -> None:
         rows = {int(r["m"]): r for r in csv.DictReader(fh)}
     assert rows[5]["note"] == "from the device"
     assert rows[7]["outcome"] == "match" and rows[7]["comparisons"] == "16"
+
+
+def test_answer_shapes_reads_several_sweeps_once_each(tmp_path: Path) -> None:
+    """Every dash part of a wanted key must occur; too_large rows never ran; a shape is listed once."""
+    head = ["dtype", "out_dtype", "set", "m", "n", "k", "answer", "outcome"]
+    rows_a = [
+        ["fp16", "fp16", "fuzz", 1, 84, 4304, "a14-t0-s31-r2-w0-c0-g0", "match"],
+        ["fp16", "fp16", "fuzz", 2, 8, 512, "a1-t14-s1-r0-w0-c0-g0", "match"],
+        ["fp16", "fp16", "fuzz", 9, 1, 99999, "a14-t0-s64-r2-w0-c0-g0", "too_large"],
+        ["fp16", "fp16", "fuzz", 3, 5, 700, "a66-t12-s10-r2-w0-c1-g35", "wrong_entry"],
+    ]
+    rows_b = [
+        ["bf16", "bf16", "fuzz", 1, 84, 4304, "a14-t0-s31-r2-w0-c0-g0", "not_in_profile"],
+        ["bf16", "bf16", "fuzz", 60, 1, 7753, "a14-t0-s32-r2-w0-c0-g0", "match"],
+        ["bf16", "bf16", "fuzz", 4, 4, 64, "a66-t12-s11-r2-w0-c1-g35", "match"],
+    ]
+    paths = []
+    for name, rows in (("a.csv", rows_a), ("b.csv", rows_b)):
+        path = tmp_path / name
+        with open(path, "w", newline="") as fh:
+            csv.writer(fh).writerows([head, *rows])
+        paths.append(str(path))
+    from fixbits.probe.sweep import answer_shapes
+
+    assert answer_shapes(paths, ["a14"]) == [(1, 84, 4304), (60, 1, 7753)]
+    assert answer_shapes(paths, ["a66-t12-s10,a1-t14"]) == [(2, 8, 512), (3, 5, 700)]
+    assert answer_shapes(paths, ["a66", "s10"]) == [(3, 5, 700), (4, 4, 64)]
+    assert answer_shapes(paths, ["a99"]) == []

@@ -51,9 +51,9 @@ def cases(fuzz: int, seed: int = 0) -> list[Case]:
 
 def answer_shapes(csv_paths: list[str], answers: list[str]) -> list[tuple[int, int, int]]:
     """Shapes earlier sweeps routed to these answers (every dash-separated part of one of
-    ``answers`` occurs in the row's answer key), in file order, once each: a corrected entry is
-    re-verified on the very shapes that showed it wrong."""
-    wanted = [set(a.split("-")) for a in answers]
+    ``answers`` occurs in the row's answer key; an item may list several, comma-separated), in
+    file order, once each: a corrected entry is re-verified on the very shapes that showed it wrong."""
+    wanted = [set(a.split("-")) for x in answers for a in x.split(",") if a]
     seen: dict[tuple[int, int, int], None] = {}
     for path in csv_paths:
         with open(path, newline="") as fh:

@@ -96,10 +96,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--fuzz", type=int, default=400, help="seeded fuzz shapes (fixbits.shapes.fuzz_shapes, seed 7)"
     )
-    p.add_argument("--shapes-csv", nargs="+", default=[], metavar="CSV",
+    p.add_argument("--recheck-csv", nargs="+", default=[], metavar="CSV",
                    help="earlier sweeps' CSVs (reconstruct's sweep.csv): their shapes routed to one of "
-                        "--shapes-answers run first, as set 'recheck'")
-    p.add_argument("--shapes-answers", nargs="+", default=[], metavar="KEY",
+                        "--recheck-answers run first, as set 'recheck' (reconstruct's option of that name)")
+    p.add_argument("--recheck-answers", nargs="+", default=[], metavar="KEY",
                    help="answer keys or parts of them, e.g. a14 (all dash-separated parts must occur)")
     p.add_argument("--draws", type=int, default=10)
     p.add_argument("--max-elements", type=float, default=3e8, help="cap on each operand and the output")
@@ -109,9 +109,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not args.summarize and not args.out:
         p.error("--out is required")
-    args.shapes_answers = [a for x in args.shapes_answers for a in x.split(",") if a]
-    if bool(args.shapes_csv) != bool(args.shapes_answers):
-        p.error("--shapes-csv and --shapes-answers go together")
+    if bool(args.recheck_csv) != bool(args.recheck_answers):
+        p.error("--recheck-csv and --recheck-answers go together")
     return args
 
 
@@ -121,10 +120,10 @@ def shape_sets(
     from fixbits.shapes import fuzz_shapes, realistic_shapes
 
     out = [("recheck", m, n, k, "") for m, n, k in recheck]
-    known = set(recheck)
+    known = set(recheck)  # a rechecked shape runs once, in the recheck set
     out += [("realistic", s.m, s.n, s.k, s.layer) for s in realistic_shapes() if (s.m, s.n, s.k) not in known]
     for s in fuzz_shapes(7, fuzz, max_elements=int(max_elements)):
-        if 2 * s.m * s.n * s.k <= max_flop:
+        if 2 * s.m * s.n * s.k <= max_flop and (s.m, s.n, s.k) not in known:
             out.append(("fuzz", s.m, s.n, s.k, s.layer))
     return out
 
@@ -488,9 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [tuple(p.split(":")) for p in args.pairs.split(",") if p]
     from fixbits.probe.sweep import answer_shapes
 
-    recheck = answer_shapes(args.shapes_csv, args.shapes_answers) if args.shapes_csv else []
+    recheck = answer_shapes(args.recheck_csv, args.recheck_answers) if args.recheck_csv else []
     if recheck:
-        log(f"recheck: {len(recheck)} shapes of {args.shapes_answers} from {args.shapes_csv}")
+        log(f"recheck: {len(recheck)} shapes of {args.recheck_answers} from {args.recheck_csv}")
     shapes = shape_sets(args.fuzz, args.max_elements, args.max_flop, recheck)
     rows = plan(pairs, shapes, log)  # type: ignore[arg-type]
     if args.resume:

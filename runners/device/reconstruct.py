@@ -85,7 +85,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.dtypes = ",".join(args.dtypes)
     args.out_dtypes = ",".join(args.out_dtypes)
     args.pairs = ",".join(args.pairs) if args.pairs else None
-    args.recheck_answers = [a for x in args.recheck_answers for a in x.split(",") if a]
     if bool(args.recheck_csv) != bool(args.recheck_answers):
         p.error("--recheck-csv and --recheck-answers go together")
     return args
