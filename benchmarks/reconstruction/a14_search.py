@@ -57,7 +57,8 @@ SAMPLES = ("/tmp/a14data/s9a_sweep_samples", "/tmp/a14data/s9b_sweep_samples")
 # -- data -------------------------------------------------------------------------------------
 
 
-def load_records(dirs=SAMPLES) -> list[dict]:
+def load_records(dirs=None) -> list[dict]:
+    dirs = SAMPLES if dirs is None else dirs
     recs, seen = [], set()
     for d in dirs:
         for f in sorted(Path(d).glob("*.json.gz")):
@@ -73,13 +74,13 @@ def load_records(dirs=SAMPLES) -> list[dict]:
     return recs
 
 
-def prepare(work: Path = WORK) -> None:
+def prepare(work: Path = WORK, dirs=None) -> None:
     from fixbits.numerics.formats import bits, to_dtype
     from fixbits.probe.sweep import sampled_operands
 
     (work / "prod").mkdir(parents=True, exist_ok=True)
     meta = []
-    for ci, r in enumerate(load_records()):
+    for ci, r in enumerate(load_records(dirs)):
         a, b, sizes = sampled_operands(r)
         a = np.asarray(a).astype(np.float32)
         b = np.asarray(b).astype(np.float32)
@@ -302,17 +303,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("cmd", choices=["prepare", "check", "screen", "verify", "apply"])
     ap.add_argument("--limit-s", type=float, default=600.0)
     ap.add_argument("--skip", type=int, default=0, help="verify: skip the N cheapest cases (checked before)")
+    ap.add_argument("--samples", nargs="+", default=None,
+                    help="sweep_samples folders to read (default: the s9a/s9b narrow recordings)")
+    ap.add_argument("--work", type=Path, default=WORK, help="where prepare writes and check/screen read")
     args = ap.parse_args(argv)
     if args.cmd == "prepare":
-        prepare()
+        prepare(args.work, args.samples)
     elif args.cmd == "check":
-        check_found()
+        check_found(args.work)
     elif args.cmd == "screen":
-        screen()
+        screen(args.work)
     elif args.cmd == "apply":
-        apply_profiles()
+        apply_profiles(dirs=args.samples)
     elif args.cmd == "verify":
-        verify_emulate(args.limit_s, args.skip)
+        verify_emulate(args.limit_s, args.skip, args.samples)
     return 0
 
 
@@ -458,6 +462,11 @@ def a14_desc(key: str, m: int, n: int, dtype: str, out_dtype: str):
                     k_loop_step=64, k_cuts=tuple(cuts))
 
 
+A14_ORDER = ("dot_kernel: tiles of 128*V k dealt round-robin to the P blocks, V = 2 when N == 1 else 1, "
+             "V lane chains per thread joined left to right, the 128 thread values folded as a count-down "
+             "butterfly; reduce_1Block (merge reduce_1block) over the P partials "
+             "(benchmarks/reconstruction/a14_search.py).")
+
 KERNELS = {
     "fp16": ["void dot_kernel<float, 128, 0, cublasDotParams<cublasGemvTensorStridedBatched<__half const>, "
              "cublasGemvTensorStridedBatched<float> > >", "void reduce_1Block_kernel<float, 128, 7, ...>"],
@@ -466,12 +475,13 @@ KERNELS = {
 }
 
 
-def apply_profiles(profile_dir: str = "matrices/profiles") -> None:
-    """Add every recorded narrow a14 answer to its profile: one variant per orientation that the
+def apply_profiles(profile_dir: str = "matrices/profiles", dirs=None) -> None:
+    """Add every recorded a14 answer to its profile: one variant per orientation that the
     recordings hold (the other orientation stays 'not in profile'), the failed reason kept."""
     from fixbits.probe.profile import KVariant, ProfileEntry, load
 
-    recs = load_records()
+    recs = load_records(dirs)
+    wide = all(r["out_dtype"] == "fp32" for r in recs)
     by: dict[tuple[str, str, str], dict[bool, list[dict]]] = {}
     for r in recs:
         by.setdefault((r["dtype"], r["out_dtype"], r["key"]), {}).setdefault(r["n"] == 1, []).append(r)
@@ -496,28 +506,31 @@ def apply_profiles(profile_dir: str = "matrices/profiles") -> None:
             main = max(variants, key=lambda v: len(orient[bool(v.n1)]))
             nshapes = len({(r["m"], r["n"], r["k"]) for rs in orient.values() for r in rs})
             was = prof.failed.pop(key, "")
-            note = ("predicted offline from recorded cells (session 9); GPU re-verification pending. "
-                    "dot_kernel: tiles of 128*V k dealt round-robin to the P blocks, V = 2 when N == 1 else 1, "
-                    "V lane chains per thread joined left to right, the 128 thread values folded as a count-down "
-                    "butterfly; reduce_1Block (merge reduce_1block) over the P partials "
-                    "(benchmarks/reconstruction/a14_search.py). Matches cuBLAS's recorded cells of runs s9a/s9b "
-                    "on " + " and ".join(counts) + ", 0 differ. The lane form (V separate chains) is from a "
-                    "public sm_100 description: the narrow cells do not separate it from one chain per thread or "
-                    "vector-first sums (they differ in fp32 on 813 of 1,812 recorded N == 1 cells, none across a "
-                    "narrow rounding boundary); an fp32-output recording would settle it"
-                    + ("; the other orientation is not in the profile until recorded" if len(variants) == 1 else "")
-                    + (f" (was failed: {was})" if was else ""))
+            was_note = f" (was failed: {was})" if was else ""
+            one_side = ("; the other orientation is not in the profile until recorded" if len(variants) == 1 else "")
+            if wide:
+                note = ("predicted offline from recorded fp32 cells (session 11, recorded on the H200 in session 10, "
+                        "run a14w); GPU re-verification pending. " + A14_ORDER + " Matches cuBLAS's recorded cells on "
+                        + " and ".join(counts) + ", 0 differ; these fp32 cells settle the lane form (one chain per "
+                        "thread, or vector-first sums, differ on 653 of 13,011 cells)" + one_side + was_note)
+            else:
+                note = ("predicted offline from recorded cells (session 9); GPU re-verification pending. "
+                        + A14_ORDER + " Matches cuBLAS's recorded cells of runs s9a/s9b on " + " and ".join(counts)
+                        + ", 0 differ. The lane form (V separate chains) is from a public sm_100 description: the "
+                        "narrow cells do not separate it from one chain per thread or vector-first sums (they differ "
+                        "in fp32 on 813 of 1,812 recorded N == 1 cells, none across a narrow rounding boundary); an "
+                        "fp32-output recording would settle it" + one_side + was_note)
             prof.entries[key] = ProfileEntry(key, main.desc, main.shape, nshapes, nshapes, tuple(KERNELS[dt]),
                                              note, tuple(variants))
         prof.save(profile_dir)
         print(path, "a14 entries:", sorted(k for k in prof.entries if k.startswith("a14-")))
 
 
-def verify_emulate(limit_s: float = 600.0, skip: int = 0) -> None:
+def verify_emulate(limit_s: float = 600.0, skip: int = 0, dirs=None) -> None:
     """fixbits.emulate with a14_desc on every recorded case (cheapest first) until limit_s."""
     from fixbits.probe.sweep import draw_mismatches, sampled_operands
 
-    recs = load_records()
+    recs = load_records(dirs)
     recs.sort(key=lambda r: r["k"] * (len(r["got"])))
     recs = recs[skip:]
     t0 = time.time()
