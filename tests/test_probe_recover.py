@@ -219,3 +219,41 @@ def test_pin_never_crosses_into_another_k_regime() -> None:
     assert res.status == "recovered" and res.desc is not None, res.notes
     for k in (291, 333, 517, 700):
         assert equivalent_on(res.desc, _RegimeGemv.truth(k), k), (k, res.desc.k_cuts, res.notes)
+
+
+@st.composite
+def reduce_1block_dot(draw: st.DrawFn) -> tuple[GEMMDesc, int]:
+    """cuBLAS's workspace dot (dot_kernel then reduce_1Block) and a K that fills most of its parts."""
+    io = draw(IN_OUT_16)
+    # below 5 parts reduce_1Block is a chain of the parts, the same bits as other families
+    parts, v = draw(st.integers(5, 12)), draw(st.sampled_from([1, 2]))
+    cuts = (KCut("strided", count=parts, span=128 * v, merge="reduce_1block"),
+            KCut("strided", count=128, span=v, merge=draw(st.sampled_from(["butterfly_down", "butterfly_up"]))))
+    if v > 1:
+        cuts += (KCut("strided", count=v, span=1, merge="chain"),)
+    tile = 128 * v
+    return _fma(io, cuts), draw(st.integers(tile * parts - tile // 2, tile * parts + tile // 2))
+
+
+def test_probe_recovers_reduce_1block_workspace_dot() -> None:
+    """The eighth family: with the heuristic's SPLITK_NUM as a hint (the part count), as the
+    runner passes it; without it the part count is not among the candidates."""
+
+    @SETTINGS
+    @given(case=reduce_1block_dot())
+    def inner(case: tuple[GEMMDesc, int]) -> None:
+        desc, k = case
+        _check(desc, 1, 48, k, hints={"splitk_num": desc.k_cuts[0].count})
+
+    inner()
+
+
+def test_reduce_1block_meets_follow_the_kernel_tree() -> None:
+    """Parts 0 and 4 meet first (thread 0's u0 chain), the u chains meet in order at the root."""
+    from fixbits.probe.plan import r1b_meet
+
+    meet = r1b_meet(9)
+    assert meet[0, 4] < meet[0, 8] < meet[0, 1] < meet[0, 2] < meet[0, 3]
+    assert meet[1, 5] < meet[0, 1]
+    wrap = r1b_meet(130)
+    assert wrap[0, 128] < wrap[0, 64] < wrap[0, 32] < wrap[0, 4]

@@ -206,8 +206,27 @@ def generate(arch: str, in_dtype: str, out_dtype: str, obs: Observed, hints: dic
         for s in tiles:
             if s > 1:
                 structures.append((o, KCut("contiguous", span=s)))
+    if split_hint is not None:
+        structures += workspace_dot(split_hint, k)
     for cut in structures:
         yield GEMMDesc(instruction="fma", instruction_k=1, k_loop_step=64, residue="last", k_cuts=cut, **base)  # type: ignore[arg-type]
+
+
+def workspace_dot(parts: int, k: int) -> list[tuple[KCut, ...]]:
+    """cuBLAS's workspace GEMV (dot_kernel then reduce_1Block): tiles of threads*V elements dealt
+    round-robin to ``parts`` blocks, thread lanes strided by V inside a tile and folded by a
+    butterfly, V lane chains per thread (V = 1, 2, 4: the load width), the block partials merged
+    by reduce_1Block. Only with a SPLITK_NUM hint: the part count is not read off ±L / r alone."""
+    out: list[tuple[KCut, ...]] = []
+    for threads in (128, 256):
+        for v in (1, 2, 4):
+            if threads * v > 2 * k:
+                continue
+            for lmerge in ("butterfly_down", "butterfly_up"):
+                cut = (KCut("strided", count=parts, span=threads * v, merge="reduce_1block"),
+                       KCut("strided", count=threads, span=v, merge=lmerge))
+                out.append(cut + ((KCut("strided", count=v, span=1, merge="chain"),) if v > 1 else ()))
+    return out
 
 
 def preference(desc: GEMMDesc, hints: dict[str, object]) -> tuple[object, ...]:

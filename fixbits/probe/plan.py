@@ -12,6 +12,7 @@ which is the canonical form the prober returns when several descriptors coincide
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,8 @@ CHAIN = "chain"  # parts merged in order from +0 (RN adds)
 UP = "butterfly_up"
 DOWN = "butterfly_down"
 BLOCK = "block"  # instruction groups folded into a carried accumulator (one node per group)
+R1B = "reduce_1block"  # cuBLAS's reduce_1Block_kernel<float, 128, 7> over the parts (fixbits.desc)
+R1B_THREADS = 128
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class Addresses:
 
     k: int
     kinds: tuple[str, ...]
-    counts: tuple[int, ...]  # lanes of a butterfly level (0 elsewhere)
+    counts: tuple[int, ...]  # lanes of a butterfly level, parts of a reduce_1block level (0 elsewhere)
     index: np.ndarray  # (K, levels) int64
 
     @property
@@ -92,7 +95,7 @@ def _cut_level(cut: Any, loc: np.ndarray, plen: np.ndarray) -> tuple[np.ndarray,
 def addresses(desc: GEMMDesc, k: int) -> Addresses:
     """Address of every element of K under ``desc`` (see the module docstring)."""
     kinds: list[str] = [c.merge for c in desc.k_cuts]
-    counts: list[int] = [(c.count or 0) if c.merge != "chain" else 0 for c in desc.k_cuts]
+    counts: list[int] = [(c.count or 0) if c.merge != "chain" else 0 for c in desc.k_cuts]  # reduce_1block: parts
     promo = not desc.use_fast_accum
     if promo:
         kinds.append(CHAIN)
@@ -147,6 +150,10 @@ def predict_many(ad: Addresses, r: np.ndarray, plus: np.ndarray, minus: np.ndarr
                 surv = np.maximum(b, c) < a
             else:
                 surv = same_pair | (np.maximum(b, c) < a)
+        elif kind == R1B:
+            meet = r1b_meet(ad.counts[lv])
+            same_pair = b == c
+            surv = same_pair | (meet[b, c] < np.maximum(meet[a, b], meet[a, c]))
         else:
             same_pair = b == c
             cnt = ad.counts[lv]
@@ -156,6 +163,41 @@ def predict_many(ad: Addresses, r: np.ndarray, plus: np.ndarray, minus: np.ndarr
         out[here] = surv[here].astype(np.int8)
         decided |= here
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def r1b_meet(count: int) -> np.ndarray:
+    """(count, count) matrix: the node at which parts a and b first meet in reduce_1Block's tree
+    (-1 on the diagonal), numbered in evaluation order, so an ancestor always has the larger
+    number: comparing two meets on one leaf's path to the root says which is lower.
+
+    The tree (fixbits.emulate._reduce_1block): thread t chains parts t, t+128, ...; q[t] += q[t+64];
+    q[t] += q[t+32]; u[j] chains q[j], q[4+j], ..., q[28+j]; ((u0 + u1) + u2) + u3. An add
+    with an empty side (+0) makes no node."""
+    meet = np.full((count, count), -1, dtype=np.int64)
+    node = 0
+
+    def add(x: list[int], y: list[int]) -> list[int]:
+        nonlocal node
+        if x and y:
+            xi, yi = np.array(x), np.array(y)
+            meet[np.ix_(xi, yi)] = node
+            meet[np.ix_(yi, xi)] = node
+            node += 1
+        return x + y
+
+    q: list[list[int]] = [[] for _ in range(R1B_THREADS)]
+    for i in range(count):
+        q[i % R1B_THREADS] = add(q[i % R1B_THREADS], [i])
+    for off in (64, 32):
+        q = [add(q[t], q[t + off]) for t in range(off)]
+    total: list[int] = []
+    for j in range(4):
+        u: list[int] = []
+        for g in range(8):
+            u = add(u, q[4 * g + j])
+        total = add(total, u)
+    return meet
 
 
 def _join_arr(kind: str, count: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -208,6 +250,9 @@ def predict(ad: Addresses, r: int, plus: int, minus: int) -> str:
             return "r"
         if kind == CHAIN:
             return "r" if max(il, im) < ir else "z"
+        if kind == R1B:
+            meet = r1b_meet(ad.counts[lv])
+            return "r" if meet[il, im] < max(meet[ir, il], meet[ir, im]) else "z"
         c = ad.counts[lv]
         pair = _join(kind, c, il, im)
         return "r" if pair < max(_join(kind, c, ir, il), _join(kind, c, ir, im)) else "z"
@@ -248,6 +293,8 @@ def _merge(kind: str, parts: list[Any], dt: str) -> Any:
         for p in parts:
             acc = _add(dt, acc, p)
         return acc
+    if kind == R1B:
+        return _merge_r1b(parts, dt)
     lanes = list(parts)
     n = len(lanes)
     offsets = [1 << i for i in range(n.bit_length() - 1)]
@@ -258,6 +305,22 @@ def _merge(kind: str, parts: list[Any], dt: str) -> Any:
         lanes = [_add(dt, lanes[i], lanes[i ^ off]) if not (i & off) else _add(dt, lanes[i ^ off], lanes[i])
                  for i in range(n)]
     return lanes[0] if lanes else _EMPTY
+
+
+def _merge_r1b(parts: list[Any], dt: str) -> Any:
+    """reduce_1Block's tree (see r1b_meet), the empty threads' +0 folded away."""
+    q: list[Any] = [_EMPTY] * R1B_THREADS
+    for i, p in enumerate(parts):
+        q[i % R1B_THREADS] = _add(dt, q[i % R1B_THREADS], p)
+    for off in (64, 32):
+        q = [_add(dt, q[t], q[t + off]) for t in range(off)]
+    total: Any = _EMPTY
+    for j in range(4):
+        u: Any = _EMPTY
+        for g in range(8):
+            u = _add(dt, u, q[4 * g + j])
+        total = _add(dt, total, u)
+    return total
 
 
 def canonical_tree(desc: GEMMDesc, k: int) -> Any:
