@@ -39,8 +39,9 @@ import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 
@@ -76,6 +77,27 @@ _INSTRUCTION_K: dict[tuple[str, str], tuple[int, ...]] = {
 
 class DescError(ValueError):
     """A descriptor, or its serialised form, is malformed; the message names the field."""
+
+
+_V = TypeVar("_V")
+
+
+def reduce_1block_fold(parts: Sequence[_V], add: Callable[[_V, _V], _V], zero: _V, threads: int = 128) -> _V:
+    """The add order of the ``reduce_1block`` merge (item 3 of the module docstring), for any kind
+    of value: the emulator's bits, the prober's canonical tree and its meet order walk this one
+    schedule, so they cannot drift apart."""
+    q = [zero] * threads
+    for i, v in enumerate(parts):
+        q[i % threads] = add(q[i % threads], v)
+    for off in (64, 32):
+        q = [add(q[t], q[t + off]) for t in range(off)]
+    total = zero
+    for j in range(4):
+        u = zero
+        for g in range(8):
+            u = add(u, q[4 * g + j])
+        total = add(total, u)
+    return total
 
 
 def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from fixbits.desc import GEMMDesc, KCut
+from fixbits.desc import GEMMDesc, KCut, reduce_1block_fold
 from fixbits.numerics import blocks, formats
 
 # Aim each instruction group's (rows, N, instruction_k) float64 product block at ~2 MiB so it
@@ -160,21 +160,9 @@ def _merge(values: list[np.ndarray], how: str, dtype: str) -> np.ndarray:
     return lanes[0]
 
 
-def _reduce_1block(values: list[np.ndarray], dtype: str, threads: int = 128) -> np.ndarray:
+def _reduce_1block(values: list[np.ndarray], dtype: str) -> np.ndarray:
     """cuBLAS's reduce_1Block_kernel<float, 128, 7> over the block partials (GEMMDesc docstring)."""
-    zero = np.zeros_like(values[0])
-    q = [zero] * threads
-    for i, v in enumerate(values):
-        q[i % threads] = formats.add_rn(q[i % threads], v, dtype)
-    for off in (64, 32):
-        q = [formats.add_rn(q[t], q[t + off], dtype) for t in range(off)]
-    total = zero
-    for j in range(4):
-        u = zero
-        for g in range(8):
-            u = formats.add_rn(u, q[4 * g + j], dtype)
-        total = formats.add_rn(total, u, dtype)
-    return total
+    return reduce_1block_fold(values, lambda x, y: formats.add_rn(x, y, dtype), np.zeros_like(values[0]))
 
 
 def _evaluate(

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from fixbits.desc import GEMMDesc
+from fixbits.desc import GEMMDesc, reduce_1block_fold
 
 # the kinds of tree level an address walks through, root first
 CHAIN = "chain"  # parts merged in order from +0 (RN adds)
@@ -26,7 +26,6 @@ UP = "butterfly_up"
 DOWN = "butterfly_down"
 BLOCK = "block"  # instruction groups folded into a carried accumulator (one node per group)
 R1B = "reduce_1block"  # cuBLAS's reduce_1Block_kernel<float, 128, 7> over the parts (fixbits.desc)
-R1B_THREADS = 128
 
 
 @dataclass(frozen=True)
@@ -171,9 +170,7 @@ def r1b_meet(count: int) -> np.ndarray:
     (-1 on the diagonal), numbered in evaluation order, so an ancestor always has the larger
     number: comparing two meets on one leaf's path to the root says which is lower.
 
-    The tree (fixbits.emulate._reduce_1block): thread t chains parts t, t+128, ...; q[t] += q[t+64];
-    q[t] += q[t+32]; u[j] chains q[j], q[4+j], ..., q[28+j]; ((u0 + u1) + u2) + u3. An add
-    with an empty side (+0) makes no node."""
+    The tree is fixbits.desc.reduce_1block_fold's; an add with an empty side (+0) makes no node."""
     meet = np.full((count, count), -1, dtype=np.int64)
     node = 0
 
@@ -186,17 +183,7 @@ def r1b_meet(count: int) -> np.ndarray:
             node += 1
         return x + y
 
-    q: list[list[int]] = [[] for _ in range(R1B_THREADS)]
-    for i in range(count):
-        q[i % R1B_THREADS] = add(q[i % R1B_THREADS], [i])
-    for off in (64, 32):
-        q = [add(q[t], q[t + off]) for t in range(off)]
-    total: list[int] = []
-    for j in range(4):
-        u: list[int] = []
-        for g in range(8):
-            u = add(u, q[4 * g + j])
-        total = add(total, u)
+    reduce_1block_fold([[i] for i in range(count)], add, [])
     return meet
 
 
@@ -293,8 +280,8 @@ def _merge(kind: str, parts: list[Any], dt: str) -> Any:
         for p in parts:
             acc = _add(dt, acc, p)
         return acc
-    if kind == R1B:
-        return _merge_r1b(parts, dt)
+    if kind == R1B:  # the empty threads' +0 folded away by _add
+        return reduce_1block_fold(parts, lambda a, b: _add(dt, a, b), _EMPTY)
     lanes = list(parts)
     n = len(lanes)
     offsets = [1 << i for i in range(n.bit_length() - 1)]
@@ -305,22 +292,6 @@ def _merge(kind: str, parts: list[Any], dt: str) -> Any:
         lanes = [_add(dt, lanes[i], lanes[i ^ off]) if not (i & off) else _add(dt, lanes[i ^ off], lanes[i])
                  for i in range(n)]
     return lanes[0] if lanes else _EMPTY
-
-
-def _merge_r1b(parts: list[Any], dt: str) -> Any:
-    """reduce_1Block's tree (see r1b_meet), the empty threads' +0 folded away."""
-    q: list[Any] = [_EMPTY] * R1B_THREADS
-    for i, p in enumerate(parts):
-        q[i % R1B_THREADS] = _add(dt, q[i % R1B_THREADS], p)
-    for off in (64, 32):
-        q = [_add(dt, q[t], q[t + off]) for t in range(off)]
-    total: Any = _EMPTY
-    for j in range(4):
-        u: Any = _EMPTY
-        for g in range(8):
-            u = _add(dt, u, q[4 * g + j])
-        total = _add(dt, total, u)
-    return total
 
 
 def canonical_tree(desc: GEMMDesc, k: int) -> Any:
