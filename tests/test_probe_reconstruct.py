@@ -86,6 +86,20 @@ def test_reconstruct_writes_a_verified_resumable_profile(tmp_path: Path, monkeyp
     assert s2["probed"] == [], s2
 
 
+def test_reconstruct_only_probes_the_selected_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--only-answers: a family re-probed alone; the other answers are neither probed nor failed."""
+    shapes = [(48, 4, k) for k in (200, 300, 1100, 1300)]
+    monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
+    lines: list[str] = []
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
+                      lt=_FakeLt(), backend=_FakeCublas(), profile_launch=False, log=lines.append, only=["a1-s4"])
+    assert s["answers"] == 2 and [p["key"] for p in s["probed"]] == ["a1-t1-s4-r0-w0-c0-g0"], s
+    assert not s["failed"] and not s["skipped_budget"], s
+    prof = load(tmp_path / "sm_90_cublaslt130100_fp16_fp32.yaml")
+    assert list(prof.entries) == ["a1-t1-s4-r0-w0-c0-g0"]
+    assert any("only a1-s4: 1 of 2 answers" in x for x in lines), lines
+
+
 def test_reconstruct_in_worker_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The parallel path (one process per answer, as on the GPU runner) writes the same entries."""
     shapes = [(48, 4, k) for k in (200, 300, 1100, 1300)]

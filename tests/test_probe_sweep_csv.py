@@ -3,6 +3,8 @@ collected, not the draw specs (run s2b's csv carried them: 2.6 MB for 4,541 rows
 
 from __future__ import annotations
 
+import pytest
+
 import csv
 from pathlib import Path
 
@@ -124,3 +126,16 @@ def test_answer_shapes_reads_several_sweeps_once_each(tmp_path: Path) -> None:
     assert answer_shapes(paths, ["a66-t12-s10,a1-t14"]) == [(2, 8, 512), (3, 5, 700)]
     assert answer_shapes(paths, ["a66", "s10"]) == [(3, 5, 700), (4, 4, 64)]
     assert answer_shapes(paths, ["a99"]) == []
+
+
+def test_key_selector_needs_every_part_of_one_pattern() -> None:
+    from fixbits.probe.profile import key_selector
+
+    sel = key_selector(["a14", "a13-c10,a41-s-1"])
+    assert sel("a14-t0-s64-r2-w0-c0-g0")
+    assert sel("a13-t0-s1-r0-w0-c10-g0")
+    assert not sel("a13-t0-s1-r0-w0-c11-g0")
+    assert sel("a41-t21-s-1-r2-w0-c0-g35")
+    assert not sel("a41-t21-s1-r0-w0-c0-g35")
+    with pytest.raises(ValueError, match="no answer-key pattern"):
+        key_selector([""])

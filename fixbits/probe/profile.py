@@ -45,6 +45,21 @@ def answer_key(answer: Any) -> str:
     return "a{}-t{}-s{}-r{}-w{}-c{}-g{}".format(*vals)
 
 
+def key_selector(patterns: list[str]) -> Any:
+    """A test on answer keys: true when every dash-separated part of one pattern occurs in the
+    key (an item may hold several patterns, comma-separated; 'a14' selects the whole algo,
+    'a13-c10' one custom option of it). Used to restrict a run to some answers."""
+    wanted = [frozenset(a.split("-")) for x in patterns for a in x.split(",") if a]
+    if not wanted:
+        raise ValueError("no answer-key pattern given (e.g. 'a14' or 'a13-t0-s1-c10')")
+
+    def selects(key: str) -> bool:
+        parts = set(key.split("-"))
+        return any(w <= parts for w in wanted)
+
+    return selects
+
+
 @dataclass(frozen=True)
 class KVariant:
     """One answer whose arithmetic changes with K: the descriptor for K in [k_min, k_max].

@@ -649,7 +649,7 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
                 profile_launch: bool = True, per_answer_s: float = 60.0, workers: int = 1,
                 priority_shapes: list[tuple[int, int, int]] | None = None,
                 scan_shapes: list[tuple[int, int, int]] | None = None,
-                hints: dict[str, Any] | None = None) -> dict[str, Any]:
+                hints: dict[str, Any] | None = None, only: list[str] | None = None) -> dict[str, Any]:
     """The whole pipeline on the local GPU; returns a summary dict (also written as JSON).
     ``lt`` / ``backend`` replace cuBLASLt (tests pass a fake heuristic and the emulator).
 
@@ -660,6 +660,8 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
     ``hints`` (answer key -> GEMMDesc of this dtype pair, e.g. from a profile of the same library
     with another output dtype) serve as known descriptors: an answer of an algo they cover is
     first predicted from them (verified by draws), probed only when none holds.
+    ``only`` (answer-key patterns, see ``key_selector``) restricts the work to those answers:
+    a re-probe of one family gets the whole budget and the GPU to itself.
     """
     import heapq
 
@@ -687,6 +689,11 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
         backend = CublasBackend(in_dtype, out_dtype)
     device = backend is None or hasattr(backend, "draw_sampled")
     order = sorted(sc.groups, key=lambda key: (-len(prio.get(key, [])), -len(sc.groups[key])))
+    if only:
+        from fixbits.probe.profile import key_selector
+
+        order = [k for k in order if key_selector(only)(k)]
+        log(f"[{in_dtype}->{out_dtype}] only {', '.join(only)}: {len(order)} of {len(sc.groups)} answers")
     summary: dict[str, Any] = {"in_dtype": in_dtype, "out_dtype": out_dtype, "library_version": version,
                                "queries": sc.queries, "answers": len(sc.groups), "priority_answers": len(prio),
                                "probed": [], "predicted": [], "failed": {}, "skipped_budget": []}
@@ -876,6 +883,7 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
                     continue
                 fn, arg = job
                 state[key] = "running"
+                log(f"  start {kind} {key} ({len(running) + 1} running, {time.time() - t0:.0f}s)")
                 if pool is None:
                     res = fn(arg, backend=backend)
                     for r in (res if isinstance(res, list) else [res]):

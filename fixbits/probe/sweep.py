@@ -53,13 +53,14 @@ def answer_shapes(csv_paths: list[str], answers: list[str]) -> list[tuple[int, i
     """Shapes earlier sweeps routed to these answers (every dash-separated part of one of
     ``answers`` occurs in the row's answer key; an item may list several, comma-separated), in
     file order, once each: a corrected entry is re-verified on the very shapes that showed it wrong."""
-    wanted = [set(a.split("-")) for x in answers for a in x.split(",") if a]
+    from fixbits.probe.profile import key_selector
+
+    selects = key_selector(answers)
     seen: dict[tuple[int, int, int], None] = {}
     for path in csv_paths:
         with open(path, newline="") as fh:
             for row in csv.DictReader(fh):
-                parts = set(row["answer"].split("-"))
-                if row["outcome"] != "too_large" and any(w <= parts for w in wanted):
+                if row["outcome"] != "too_large" and selects(row["answer"]):
                     seen[(int(row["m"]), int(row["n"]), int(row["k"]))] = None
     return list(seen)
 

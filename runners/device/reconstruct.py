@@ -64,6 +64,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "--recheck-answers are swept first (set 'recheck'), to re-verify corrected entries")
     p.add_argument("--recheck-answers", nargs="+", default=[], metavar="KEY",
                    help="answer keys or parts of them, e.g. a66-t12-s10 (all parts must occur)")
+    p.add_argument("--only-answers", nargs="+", default=[], metavar="KEY",
+                   help="probe only answers whose key has every part of one of these (e.g. a14, "
+                        "a13-c10): a family re-probed with the budget to itself")
+    p.add_argument("--per-answer-s", type=float, default=60.0,
+                   help="longest probe of one answer (capped at half the pair's budget)")
     p.add_argument("--draws", type=int, default=10)
     p.add_argument("--sweep-share", type=float, default=0.4, help="share of the budget kept for the sweep")
     p.add_argument("--profiles", default=None, help="use these profiles for the sweep (skip part 1)")
@@ -334,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                 summaries[f"{dt}->{od}"] = reconstruct(
                     arch=args.arch, in_dtype=dt, out_dtype=od, out_dir=prof_dir, budget_s=b,
                     max_queries=args.max_queries if not dry else 40, scan_budget_s=min(30.0, 0.15 * b), log=log,
-                    workers=workers, per_answer_s=min(60.0, 0.5 * b), lt=lt,
+                    workers=workers, per_answer_s=min(args.per_answer_s, 0.5 * b), lt=lt,
+                    only=args.only_answers or None,
                     priority_shapes=prio if od == "fp32" or args.narrow_sweep == "all" else prio_real,
                     backend=_dry_backend(lt, dt, od) if dry else None, profile_launch=not dry,
                     scan_shapes=[(m, n, k) for m in (3, 16, 40) for n in (2, 24) for k in (96, 200, 333, 500, 613)]
