@@ -227,3 +227,58 @@ def test_predicted_answer_takes_its_own_step(tmp_path: Path, monkeypatch: pytest
     assert "predicted from" in e.note and "(step" in e.note, e.note  # not the family's own step
     for k in (200, 300, 333, 401, 1000):
         assert equivalent_on(e.desc, STEP128 if "-t2-" in e.key else PLAIN, k), (k, e)
+
+
+def _workspace(parts: int, v: int) -> GEMMDesc:
+    """cuBLAS's workspace GEMV (dot_kernel + reduce_1Block): V lanes per thread when N == 1, one when M == 1."""
+    cuts = (KCut("strided", count=parts, span=128 * v, merge="reduce_1block"),
+            KCut("strided", count=128, span=v, merge="butterfly_down"))
+    if v > 1:
+        cuts += (KCut("strided", count=v, span=1, merge="chain"),)
+    return GEMMDesc(arch="sm_90", instruction="fma", instruction_k=1, in_dtype="fp16", k_cuts=cuts)
+
+
+class _GemvAnswer:
+    algo_id, reduction_scheme = 14, 2
+
+    def __init__(self, parts: int) -> None:
+        self.splitk_num = parts
+
+    def key_str(self) -> str:
+        return f"a14-t0-s{self.splitk_num}-r2-w0-c0-g0"
+
+
+class _GemvLt:
+    version = 130100
+
+    def heuristic(self, m: int, n: int, k: int, i: str, o: str) -> _GemvAnswer:
+        return _GemvAnswer(6 if k < 1600 else 7)
+
+
+class _GemvCublas:
+    name, in_dtype, out_dtype = "fake", "fp16", "fp32"
+
+    def gemm(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        from fixbits.emulate import emulate
+
+        parts = 6 if a.shape[1] < 1600 else 7
+        return emulate(_workspace(parts, 2 if b.shape[1] == 1 else 1), a, b)
+
+
+def test_gemv_answer_splits_by_orientation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One answer key, two loads: the probed side's descriptor misses the other side, which is
+    probed itself (orientation variants); the family's other answer is predicted per side."""
+    shapes = [sh for k in (1500, 1550, 1700, 1800) for sh in ((1, 24, k), (24, 1, k))]
+    monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
+    lines: list[str] = []
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=900,
+                      lt=_GemvLt(), backend=_GemvCublas(), profile_launch=False, log=lines.append)
+    assert not s["failed"] and len(s["probed"]) + len(s["predicted"]) == 2, (s, lines)
+    prof = load(tmp_path / "sm_90_cublaslt130100_fp16_fp32.yaml")
+    for parts in (6, 7):
+        e = prof.entries[f"a14-t0-s{parts}-r2-w0-c0-g0"]
+        assert {v.n1 for v in e.variants} == {True, False}, e
+        for k in (1500, 1800, 2500):
+            assert equivalent_on(prof.lookup(e.key, k=k, n=1), _workspace(parts, 2), k), (e.key, k)
+            assert equivalent_on(prof.lookup(e.key, k=k, n=24), _workspace(parts, 1), k), (e.key, k)
+    assert any("split by orientation" in prof.entries[p["key"]].note for p in s["probed"]), s

@@ -196,6 +196,18 @@ def _shape_of(x: str) -> tuple[int, int, int]:
     return (m, n, k)
 
 
+def _orientation(sh: tuple[int, ...]) -> bool | None:
+    """A GEMV shape's side as KVariant.n1 reads it (True: N == 1, False: M == 1); None for a GEMM."""
+    m, n = int(sh[0]), int(sh[1])
+    return True if n == 1 else False if m == 1 else None
+
+
+def _orientation_variants(sides: list[tuple[bool, Any, tuple[int, int, int]]]) -> list[dict[str, Any]]:
+    """One variant per GEMV orientation (all K): the workspace GEMV loads K two at a time when
+    N == 1 and one at a time when M == 1 under one answer key (H200 s9-s11)."""
+    return [{"k_min": 1, "k_max": None, "desc": d.to_dict(), "shape": list(sh), "n1": n1} for n1, d, sh in sides]
+
+
 def _family_key(ans: Any) -> tuple[int, int, bool]:
     return (int(getattr(ans, "algo_id", -1)), int(getattr(ans, "reduction_scheme", 0)),
             int(getattr(ans, "splitk_num", 1)) > 1)
@@ -204,6 +216,8 @@ def _family_key(ans: Any) -> tuple[int, int, bool]:
 def _with_split(desc: dict[str, Any], splitk: int) -> dict[str, Any] | None:
     """The family descriptor with its level-0 split count set to this answer's SPLITK_NUM."""
     cuts = desc.get("k_cuts") or []
+    if cuts and cuts[0].get("merge") == "reduce_1block":  # the workspace GEMV: P blocks dealt K round-robin
+        return {**desc, "k_cuts": [{**cuts[0], "count": splitk}] + list(cuts[1:])} if splitk > 1 else None
     if splitk <= 1:
         return desc if not cuts or cuts[0].get("count") is None or cuts[0]["layout"] != "contiguous" else None
     if not cuts or cuts[0]["layout"] != "contiguous" or cuts[0].get("count") is None:
@@ -352,7 +366,15 @@ def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str,
         bk = _get_backend(task, backend)
         bases = [GEMMDesc.from_dict(d) for d in task.get("descs") or [task["desc"]]]
         froms = list(task.get("from_keys") or [task["from_key"]] * len(bases))
+        sides: dict[bool, list[tuple[int, int, int]]] = {}
+        for sh in group:
+            o = _orientation(sh)
+            if o is not None:
+                sides.setdefault(o, []).append(sh)  # type: ignore[arg-type]
         try:
+            if len(sides) == 2:  # a GEMV answer reached from both sides: each side predicted on its own shapes
+                out.append(_predict_sides(bk, bases, froms, task, sides, base))
+                continue
             desc, shapes, why, src = _predict(bk, bases, task, shapes)
         except Exception as exc:  # noqa: BLE001
             out.append({**base, "status": "failed", "why": f"verify crashed: {type(exc).__name__}: {exc}"})
@@ -367,6 +389,31 @@ def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str,
             out.append({**base, "status": "failed", "bad": [],
                         "why": f"the family descriptors of {names} fail here ({why})"})
     return out
+
+
+def _predict_sides(bk: Any, bases: list[Any], froms: list[str], task: dict[str, Any],
+                   sides: dict[bool, list[tuple[int, int, int]]], base: dict[str, Any]) -> dict[str, Any]:
+    """Phase B for a GEMV answer whose shapes have N == 1 and M == 1: one prediction per side, kept as
+    orientation variants when they differ (one descriptor when they agree)."""
+    found: list[tuple[bool, Any, list[tuple[int, int, int]], int]] = []
+    for o in (False, True):
+        t2 = {**task, "group": sides[o], "prio": [x for x in task.get("prio", []) if _orientation(tuple(x)) == o]}
+        desc, used, why, src = _predict(bk, bases, t2, _verify_shapes(t2, task.get("b_shapes", 2)))
+        if desc is None:
+            names = ", ".join(dict.fromkeys(froms[:4])) + (f" (+{len(set(froms)) - 4})" if len(set(froms)) > 4 else "")
+            return {**base, "status": "failed", "bad": [], "why": f"the family descriptors of {names} fail here "
+                    f"when {'N' if o else 'M'} == 1 ({why})"}
+        found.append((o, desc, used, src))
+    shapes = [sh for _, _, used, _ in found for sh in used]
+    where = ", ".join(f"{m}x{n}x{k}" for m, n, k in shapes)
+    rec = {**base, "status": "recovered", "desc": found[0][1].to_dict(), "good": len(shapes), "tried": len(shapes),
+           "rep": list(shapes[0])}
+    if found[0][1] == found[1][1]:
+        return {**rec, "note": f"predicted from {froms[found[0][3]]}, verified by draws on both sides: {where}"}
+    variants = _orientation_variants([(o, d, used[0]) for o, d, used, _ in found])
+    return {**rec, "variants": variants,
+            "note": f"predicted per orientation (M == 1 from {froms[found[0][3]]}, N == 1 from "
+                    f"{froms[found[1][3]]}), verified by draws on {where}"}
 
 
 def _step_variants(desc: Any) -> list[Any]:
@@ -595,6 +642,20 @@ def run_answer(task: dict[str, Any], backend: Any = None) -> dict[str, Any]:
         return {**out, "status": "unexplained", "why": f"descriptor probed at {rep} misses {', '.join(bad)}; "
                 f"re-probe at {bad[0]}: {res2.status}: " + "; ".join(res2.notes)}
     d1, d2 = res.desc, res2.desc
+    o1, o2 = _orientation(rep), _orientation(at2)
+    if o1 is not None and o2 is not None and o1 != o2:  # the miss is on the other side of a GEMV
+        variants = _orientation_variants([(o1, d1, rep), (o2, d2, at2)])  # type: ignore[list-item]
+        vgood = sum(1 for sh in shapes if verify_entry(backend, d2 if _orientation(sh) == o2 else d1, [sh],
+                                                       seed=task["seed"] + 7)[0])
+        if vgood < len(shapes):
+            return {**out, "status": "unexplained", "why": f"split by orientation ({d1.short_hash} when "
+                    f"{'N' if o1 else 'M'} == 1, {d2.short_hash} when {'N' if o2 else 'M'} == 1) still misses "
+                    f"{len(shapes) - vgood} of {len(shapes)} verification shapes"}
+        out.update(variants=variants, good=vgood, tried=len(shapes), bad=[], calls=out["calls"] + res2.calls,
+                   note=f"split by orientation: {d1.short_hash} when {'N' if o1 else 'M'} == 1 (probed at "
+                        f"{rep}), {d2.short_hash} when {'N' if o2 else 'M'} == 1 (probed at {at2}); verified "
+                        f"{vgood}/{len(shapes)}")
+        return out
     sides = sorted([(rep[2], [d1, *res.alternatives], rep), (at2[2], [d2, *res2.alternatives], at2)],
                    key=lambda x: x[0])
     (k1, c1, s1), (k2, c2, s2) = sides
@@ -730,8 +791,8 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
             from fixbits.probe.profile import KVariant
 
             desc = GEMMDesc.from_dict(r["desc"])
-            variants = tuple(KVariant(v["k_min"], v["k_max"], GEMMDesc.from_dict(v["desc"]), tuple(v["shape"]))
-                             for v in r.get("variants", []))
+            variants = tuple(KVariant(v["k_min"], v["k_max"], GEMMDesc.from_dict(v["desc"]), tuple(v["shape"]),
+                                      n1=v.get("n1")) for v in r.get("variants", []))
             note = r.get("note", "") or (("mismatch at " + ", ".join(r["bad"])) if r["bad"] else "")
             entries[key] = ProfileEntry(key, desc, tuple(r["rep"]), r["good"], r["group_size"], tuple(r["kernels"]),
                                         note=note, variants=variants)  # type: ignore[arg-type]
@@ -770,11 +831,14 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
         heapq.heappush(heap, ((tier(key), rank, -len(prio.get(key, [])) * 1000 - len(sc.groups[key])), seq[0], kind, key))
         state[key] = "queued-" + kind
 
-    def rank_rep(kk: str) -> tuple[int, int, int]:
+    def rank_rep(kk: str) -> tuple[int, int, int, int]:
         usable = [sh for sh in sc.groups[kk] if _usable(sh, device)]
         if not usable:
-            return (9, 0, 0)
-        return (tier(kk), _informative(pick(usable, 1, in_dtype)[0][2], in_dtype), -len(sc.groups[kk]))
+            return (9, 0, 0, 0)
+        best = pick(usable, 1, in_dtype)[0]
+        # a family's cheapest answer first (a workspace GEMV of 496 parts needs K past 63,000)
+        return (tier(kk), _informative(best[2], in_dtype), round(float(np.log10(max(1.0, _cost(best))))),
+                -len(sc.groups[kk]))
 
     hint_dicts = {k: d.to_dict() for k, d in (hints or {}).items()}
 
@@ -788,8 +852,10 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
         fk = _family_key(ans)
         if fk in rep_desc:
             known.append(((0, 0), rep_desc[fk][0], rep_desc[fk][1]))
-        pool = {**hint_dicts, **{k: e.desc.to_dict() for k, e in entries.items()}}
-        for k2, d2 in pool.items():
+        pool = [(k, d) for k, d in hint_dicts.items() if k not in entries]
+        for k, e in entries.items():  # an entry's K / orientation variants are known descriptors too
+            pool += [(k, e.desc.to_dict())] + [(k, v.desc.to_dict()) for v in e.variants if v.desc != e.desc]
+        for k2, d2 in pool:
             p2 = k2.split("-")
             if p2[0] != parts[0]:
                 continue

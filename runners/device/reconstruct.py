@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         known = {(x.m, x.n, x.k) for x in again}
         cs = again + [c for c in cs if (c.m, c.n, c.k) not in known]
     prio = [(c.m, c.n, c.k) for c in cs]
-    prio_real = [(c.m, c.n, c.k) for c in cs if c.which == "realistic"]
+    prio_real = [(c.m, c.n, c.k) for c in cs if c.which in ("realistic", "recheck")]
     lt = _DryLt() if dry else None
     summaries: dict[str, Any] = {}
     lib_version = ""
