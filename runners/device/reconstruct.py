@@ -68,7 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="probe only answers whose key has every part of one of these (e.g. a14, "
                         "a13-c10): a family re-probed with the budget to itself")
     p.add_argument("--per-answer-s", type=float, default=60.0,
-                   help="longest probe of one answer (capped at half the pair's budget)")
+                   help="longest probe of one answer (capped at 0.8 of the pair's budget)")
     p.add_argument("--draws", type=int, default=10)
     p.add_argument("--sweep-share", type=float, default=0.4, help="share of the budget kept for the sweep")
     p.add_argument("--profiles", default=None, help="use these profiles for the sweep (skip part 1)")
@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
                 summaries[f"{dt}->{od}"] = reconstruct(
                     arch=args.arch, in_dtype=dt, out_dtype=od, out_dir=prof_dir, budget_s=b,
                     max_queries=args.max_queries if not dry else 40, scan_budget_s=min(30.0, 0.15 * b), log=log,
-                    workers=workers, per_answer_s=min(args.per_answer_s, 0.5 * b), lt=lt,
+                    workers=workers, per_answer_s=min(args.per_answer_s, 0.8 * b), lt=lt,
                     only=args.only_answers or None,
                     priority_shapes=prio if od == "fp32" or args.narrow_sweep == "all" else prio_real,
                     backend=_dry_backend(lt, dt, od) if dry else None, profile_launch=not dry,
