@@ -268,7 +268,8 @@ class _GemvCublas:
 def test_gemv_answer_splits_by_orientation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One answer key, two loads: the probed side's descriptor misses the other side, which is
     probed itself (orientation variants); the family's other answer is predicted per side."""
-    shapes = [sh for k in (1500, 1550, 1700, 1800) for sh in ((1, 24, k), (24, 1, k))]
+    # most shapes on the cheap side (M == 1): the verification must still reach the other side
+    shapes = [(1, 24, k) for k in (1500, 1540, 1580, 1700, 1740, 1800)] + [(40, 1, 1590), (40, 1, 1850)]
     monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
     lines: list[str] = []
     s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=900,
@@ -282,3 +283,13 @@ def test_gemv_answer_splits_by_orientation(tmp_path: Path, monkeypatch: pytest.M
             assert equivalent_on(prof.lookup(e.key, k=k, n=1), _workspace(parts, 2), k), (e.key, k)
             assert equivalent_on(prof.lookup(e.key, k=k, n=24), _workspace(parts, 1), k), (e.key, k)
     assert any("split by orientation" in prof.entries[p["key"]].note for p in s["probed"]), s
+
+
+def test_gemv_verification_reaches_both_sides() -> None:
+    """The H200 a14 run s12: six verification shapes, all M == 1, let a descriptor of one side pass."""
+    prio = [(1, 300 + i, 4000 + 8 * i) for i in range(8)]
+    task = {"in_dtype": "fp16", "prio": prio, "group": prio + [(30, 1, 3001), (2, 2, 64)]}
+    got = R._verify_shapes(task, 3, exclude=prio[0])
+    assert (30, 1, 3001) in got, got
+    assert R._verify_shapes({**task, "group": prio}, 3, exclude=prio[0]) == [
+        s for s in got if s != (30, 1, 3001)], got

@@ -272,8 +272,8 @@ def _lane_variants(desc: Any) -> list[Any]:
     and layouts (answers of one gemv algo differ in CUSTOM_OPTION, which sets the lanes: H200 s2b)."""
     from fixbits.desc import KCut
 
-    if desc.instruction != "fma":
-        return []
+    if desc.instruction != "fma" or any(c.merge == "reduce_1block" for c in desc.k_cuts):
+        return []  # the workspace GEMV's lanes are its 128 threads, fixed by the kernel
     idx = next((i for i, c in enumerate(desc.k_cuts) if c.layout == "strided" or c.merge != "chain"), None)
     if idx is None:
         return []
@@ -316,6 +316,13 @@ def _verify_shapes(task: dict[str, Any], count: int, exclude: tuple[int, int, in
         ks.add(sh[2])
         if len(out) >= count:
             break
+    # a GEMV answer reached from both sides (M == 1 and N == 1) is verified on both: one key, two loads
+    sides = {_orientation(sh) for sh in group} - {None}
+    have = {_orientation(sh) for sh in out} | ({_orientation(exclude)} if exclude else set())
+    for o in sorted(sides - have):
+        other = [sh for sh in prio + group if _orientation(sh) == o and sh != exclude]
+        if other:
+            out.append(pick(other, 1, task["in_dtype"])[0])  # type: ignore[arg-type]
     return out + _coverage_shapes(prio + group, out, exclude)
 
 
