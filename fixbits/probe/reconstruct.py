@@ -319,7 +319,9 @@ def _verify_shapes(task: dict[str, Any], count: int, exclude: tuple[int, int, in
     # a GEMV answer reached from both sides (M == 1 and N == 1) is verified on both: one key, two loads
     sides = {_orientation(sh) for sh in group} - {None}
     have = {_orientation(sh) for sh in out} | ({_orientation(exclude)} if exclude else set())
-    for o in sorted(sides - have):
+    for o in (False, True):
+        if o not in sides or o in have:
+            continue
         other = [sh for sh in prio + group if _orientation(sh) == o and sh != exclude]
         if other:
             out.append(pick(other, 1, task["in_dtype"])[0])  # type: ignore[arg-type]
