@@ -3,10 +3,10 @@ collected, not the draw specs (run s2b's csv carried them: 2.6 MB for 4,541 rows
 
 from __future__ import annotations
 
-import pytest
-
 import csv
 from pathlib import Path
+
+import pytest
 
 from fixbits.probe.sweep import Checker
 

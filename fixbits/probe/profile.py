@@ -232,7 +232,8 @@ def load(path: str | Path) -> ArchProfile:
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read ({exc.strerror})") from exc
     try:
-        data = yaml.safe_load(text)
+        # libyaml's parser where the wheel has it: the fp32 profiles are ~0.6 MB (K-range variants)
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise ProfileError(f"{path}: not YAML ({exc})") from exc
     return ArchProfile.from_dict(data, where=str(path))
