@@ -45,6 +45,7 @@ whole K at level 0).
         --cuts '[{"layout":"strided","count":32,"span_cap":64,"merge":"butterfly_down"}]'
     .venv/bin/python benchmarks/reconstruction/a13_search.py grid a13-t0-s132-r2-w0-c14-g0 fp16 n1 --cases 2
     .venv/bin/python benchmarks/reconstruction/a13_search.py variants a13-t0-s16-r2-w0-c92-g0 fp16
+    .venv/bin/python benchmarks/reconstruction/a13_search.py apply    # fp32 profiles: failed a13 answers
 
 ``check`` prepends the split level ``{"layout":"contiguous","count":s,"merge":"chain"}`` for
 answers with s > 1 unless ``--no-split`` is given. Run one process at a time; ``found`` over
@@ -461,10 +462,14 @@ def cmd_variants(args: argparse.Namespace) -> int:
 def cmd_apply(args: argparse.Namespace) -> int:
     """Write the FOUND models into the fp32 profiles: every a13 answer in a profile's failed table,
     and every capped a13 entry of SPLITK > 1 that holds one fixed span (wrong below K = 63*s*L),
-    that has recorded cases of the profile's input dtype. Capped models become K-range variants."""
+    that has recorded cases of the profile's input dtype. Capped models become K-range variants.
+    An entry is written only when the model matches every recorded case (numpy evaluator) and the
+    entry itself, through its K range's GEMMDesc and fixbits.emulate, every case up to --exact-kmax."""
     from fixbits.probe.profile import KVariant, ProfileEntry, load
+    from fixbits.probe.sweep import check_one
 
     recs = load_samples(args.dir)
+    bad = 0
     for path in sorted(PROFILE_DIR.glob("sm_90_cublaslt130100_*_fp32.yaml")):
         prof = load(path)
         dt = prof.dtype
@@ -480,26 +485,40 @@ def cmd_apply(args: argparse.Namespace) -> int:
                            key=lambda r: r["k"])
             if model is None or not cases:
                 continue
-            cells = sum(len(d["rows"]) * len(d["cols"]) for r in cases for d in r["draws"])
-            rngs = variants(key, model)
-            descs = [(lo, hi, base_desc(dt).replace(k_cuts=tuple(KCut(**c) for c in cuts))) for lo, hi, cuts in rngs]
+            if not _report(key, dt, "all", cases, lambda r, key=key, model=model: with_split(key, model.cuts()),
+                           exact=False):
+                bad += 1
+                continue
+            descs = [(lo, hi, base_desc(dt).replace(k_cuts=tuple(KCut(**c) for c in cuts)))
+                     for lo, hi, cuts in variants(key, model)]
             shape = (cases[0]["m"], cases[0]["n"], cases[0]["k"])
             vs = tuple(KVariant(lo, hi, d, shape) for lo, hi, d in descs) if len(descs) > 1 else ()
+            entry = ProfileEntry(key, descs[-1][2], shape, len(cases), len(cases), (), "", vs)
+            exact = [r for r in cases if r["k"] <= args.exact_kmax]
+            wrong = [r["k"] for r in exact
+                     if check_one(r, next((v.desc for v in vs if v.holds(r["k"])), entry.desc).to_dict(),
+                                  None)["outcome"] != "match"]
+            if wrong:
+                print(f"  {key} {dt}: the written descriptors miss K {wrong} through fixbits.emulate; not written")
+                bad += 1
+                continue
+            cells = sum(len(d["rows"]) * len(d["cols"]) for r in cases for d in r["draws"])
             note = (f"fitted offline from the H200 run s12/a13r's fp32 cells (a13_search.py, session 12): "
-                    f"{len(cases)} recorded cases, {cells} cells of this key and input dtype, 0 differ"
+                    f"{len(cases)} recorded cases, {cells} cells of this key and input dtype, 0 differ; "
+                    f"{len(exact)} of the cases also through fixbits.emulate with these descriptors"
                     + (f"; the lane tile span is min(64, ceil(K/({split_of(key)}*{model.count}))), as "
                        f"{len(vs)} K ranges" if vs else "") + "; GPU re-verification on fresh draws pending")
             old = prof.entries.get(key)
-            if old is not None:
+            if old is not None and "a13_search.py" not in old.note:
                 note += f" (replaces the fixed-span entry: {old.note[:120]})"
-            prof.entries[key] = ProfileEntry(key, descs[-1][2], shape, len(cases), len(cases), (), note, vs)
+            elif old is not None:
+                note += old.note[old.note.find(" (replaces"):] if " (replaces" in old.note else ""
+            prof.entries[key] = ProfileEntry(key, entry.desc, shape, len(cases), len(cases), (), note, vs)
             prof.failed.pop(key, None)
             done += 1
-            print(f"{path.name} {key}: {len(cases)} cases, {cells} cells, {len(vs) or 1} descriptor(s)")
         prof.save(str(path.parent))
         print(f"{path.name}: {done} a13 entries written")
-    return 0
-
+    return 1 if bad else 0
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -535,6 +554,8 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--kmax", type=int, default=1 << 20)
     q.set_defaults(fn=cmd_variants)
     q = sub.add_parser("apply", help="write the FOUND models into matrices/profiles (fp32 profiles)")
+    q.add_argument("--exact-kmax", type=int, default=20000,
+                   help="cases up to this K are also checked through fixbits.emulate with the written entry")
     q.set_defaults(fn=cmd_apply)
     args = p.parse_args(argv)
     return int(args.fn(args))

@@ -10,6 +10,7 @@ File: matrices/profiles/<arch>_cublaslt<version>_<in>_<out>.yaml
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ def answer_key(answer: Any) -> str:
     return "a{}-t{}-s{}-r{}-w{}-c{}-g{}".format(*vals)
 
 
-def key_selector(patterns: list[str]) -> Any:
+def key_selector(patterns: list[str]) -> Callable[[str], bool]:
     """A test on answer keys: true when every dash-separated part of one pattern occurs in the
     key (an item may hold several patterns, comma-separated; 'a14' selects the whole algo,
     'a13-c10' one custom option of it). Used to restrict a run to some answers."""

@@ -762,7 +762,8 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
     if only:
         from fixbits.probe.profile import key_selector
 
-        order = [k for k in order if key_selector(only)(k)]
+        selects = key_selector(only)
+        order = [k for k in order if selects(k)]
         log(f"[{in_dtype}->{out_dtype}] only {', '.join(only)}: {len(order)} of {len(sc.groups)} answers")
     summary: dict[str, Any] = {"in_dtype": in_dtype, "out_dtype": out_dtype, "library_version": version,
                                "queries": sc.queries, "answers": len(sc.groups), "priority_answers": len(prio),
