@@ -24,6 +24,10 @@ LANES32 = GEMV.replace(k_cuts=(KCut("strided", count=32, span=1, merge="butterfl
 LANES8 = GEMV.replace(k_cuts=(KCut("strided", count=8, span=64, merge="butterfly_down"),))
 
 
+# the prober's clocks are for the GPU run; a loaded CI worker must not turn them into a result
+UNTIMED = 1e6
+
+
 class _Answer:
     reduction_scheme = 0
 
@@ -65,7 +69,8 @@ def test_hinted_answers_are_predicted_without_probes(tmp_path: Path, monkeypatch
     monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
     lines: list[str] = []
     hints = {"a1-t1-s1-r0-w0-c0-g0": PLAIN, "a13-t0-s1-r0-w0-c1-g0": LANES32}
-    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path,
+                      budget_s=UNTIMED, per_answer_s=UNTIMED,
                       lt=_Lt(), backend=_Cublas(), profile_launch=False, log=lines.append, hints=hints)
     assert not s["failed"] and s["probed"] == [], (s, lines)
     prof = load(tmp_path / "sm_90_cublaslt130100_fp16_fp32.yaml")

@@ -26,6 +26,10 @@ PLAIN = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="
 SPLIT = PLAIN.replace(k_cuts=(KCut("contiguous", count=4, granule=64),))
 
 
+# the prober's clocks are for the GPU run; a loaded CI worker must not turn them into a result
+UNTIMED = 1e6
+
+
 class _Answer:
     algo_id = 1
     reduction_scheme = 0
@@ -58,7 +62,8 @@ def test_reconstruct_writes_a_verified_resumable_profile(tmp_path: Path, monkeyp
     shapes = [(m, 4, k) for m in (16, 48) for k in (200, 300, 1100, 1300, 1500)]
     monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
     lines: list[str] = []
-    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path,
+                      budget_s=UNTIMED, per_answer_s=UNTIMED,
                       lt=_FakeLt(), backend=_FakeCublas(), profile_launch=False, log=lines.append)
     assert s["answers"] == 4 and not s["failed"], s
     # two arithmetic families probed once each; the other tile of each predicted and verified by draws
@@ -81,7 +86,8 @@ def test_reconstruct_writes_a_verified_resumable_profile(tmp_path: Path, monkeyp
     assert not explains(PLAIN, rec)  # the walks have power against a neighbour
     assert any(equivalent_on(d, SPLIT, rec.shape[2]) for d in explain(rec))
     # resumable: a second run probes nothing already in the profile
-    s2 = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
+    s2 = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path,
+                       budget_s=UNTIMED, per_answer_s=UNTIMED,
                        lt=_FakeLt(), backend=_FakeCublas(), profile_launch=False, log=lines.append)
     assert s2["probed"] == [], s2
 
@@ -91,7 +97,8 @@ def test_reconstruct_only_probes_the_selected_answers(tmp_path: Path, monkeypatc
     shapes = [(48, 4, k) for k in (200, 300, 1100, 1300)]
     monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
     lines: list[str] = []
-    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path,
+                      budget_s=UNTIMED, per_answer_s=UNTIMED,
                       lt=_FakeLt(), backend=_FakeCublas(), profile_launch=False, log=lines.append, only=["a1-s4"])
     assert s["answers"] == 2 and [p["key"] for p in s["probed"]] == ["a1-t1-s4-r0-w0-c0-g0"], s
     assert not s["failed"] and not s["skipped_budget"], s
@@ -104,7 +111,8 @@ def test_reconstruct_in_worker_processes(tmp_path: Path, monkeypatch: pytest.Mon
     """The parallel path (one process per answer, as on the GPU runner) writes the same entries."""
     shapes = [(48, 4, k) for k in (200, 300, 1100, 1300)]
     monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
-    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path,
+                      budget_s=UNTIMED, per_answer_s=UNTIMED,
                       lt=_FakeLt(), backend=_FakeCublas(), profile_launch=False, log=lambda m: None, workers=2)
     assert s["answers"] == 2 and not s["failed"] and len(s["probed"]) == 2, s  # one tile: 2 families
     prof = load(tmp_path / "sm_90_cublaslt130100_fp16_fp32.yaml")
@@ -176,7 +184,8 @@ def test_reconstruct_splits_an_answer_by_k_when_one_descriptor_misses(tmp_path: 
     shapes = [(48, 4, k) for k in (200, 300, 1100)]
     monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
     lines: list[str] = []
-    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path,
+                      budget_s=UNTIMED, per_answer_s=UNTIMED,
                       lt=_OneAnswerLt(), backend=_FakeCublas(), profile_launch=False, log=lines.append,
                       priority_shapes=[(48, 4, 1300)])
     assert s["priority_answers"] == 1 and s["priority_done"] == 1, (s, lines)
@@ -219,7 +228,8 @@ def test_predicted_answer_takes_its_own_step(tmp_path: Path, monkeypatch: pytest
     shapes = [(m, 4, k) for m in (16, 48) for k in (200, 300, 333, 401)]
     monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
     lines: list[str] = []
-    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=600,
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path,
+                      budget_s=UNTIMED, per_answer_s=UNTIMED,
                       lt=_TileLt(), backend=_TileCublas(), profile_launch=False, log=lines.append)
     assert not s["failed"] and len(s["probed"]) == 1 and len(s["predicted"]) == 1, (s, lines)
     prof = load(tmp_path / "sm_90_cublaslt130100_fp16_fp32.yaml")
@@ -272,7 +282,8 @@ def test_gemv_answer_splits_by_orientation(tmp_path: Path, monkeypatch: pytest.M
     shapes = [(1, 24, k) for k in (1500, 1540, 1580, 1700, 1740, 1800)] + [(40, 1, 1590), (40, 1, 1850)]
     monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
     lines: list[str] = []
-    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=900,
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path,
+                      budget_s=UNTIMED, per_answer_s=UNTIMED,
                       lt=_GemvLt(), backend=_GemvCublas(), profile_launch=False, log=lines.append)
     assert not s["failed"] and len(s["probed"]) + len(s["predicted"]) == 2, (s, lines)
     prof = load(tmp_path / "sm_90_cublaslt130100_fp16_fp32.yaml")
