@@ -85,8 +85,11 @@ def seeds(case_seed: int, d: int) -> tuple[int, int]:
 
 def collect(lt: Any, todo: list[Case], dtypes: list[str], out_dtype: str, draws: int, deadline: float,
             out_dir: Path, *, device: str = "cuda", matmul: Any = None, max_bytes: int = 40 << 30,
-            log: Any = print, on_flush: Any = None) -> dict[str, int]:
+            log: Any = print, on_flush: Any = None, draw_seed: int = 0) -> dict[str, int]:
     """Run cuBLAS on every (case, dtype) until ``deadline``; write DIR/sweep_samples/*.json.
+
+    ``draw_seed`` > 0 gives every case operands no earlier run drew (re-verifying a corrected
+    entry on the shapes that exposed it must not replay the draws it was fitted to).
 
     One host sync per case (the sampled cells of all draws come back together). ``matmul``
     replaces lt.matmul (a CPU dry run passes the emulator)."""
@@ -137,12 +140,13 @@ def collect(lt: Any, todo: list[Case], dtypes: list[str], out_dtype: str, draws:
                 ans = lt.heuristic(m, n, k, dt, out_dtype)
                 rec["key"] = answer_key(ans)
                 rec["tail_loss"] = _tail_loss(ans, k)
-                rng = np.random.default_rng(ci)
+                cs = ci + (draw_seed << 20)  # seeds() keeps 31 bits: 2**20 cases, draw_seed 0..31
+                rng = np.random.default_rng(cs)
                 cells = cells_per_draw(k)
                 picks, got = [], []
                 for d in range(draws):
                     kind = DRAW_KINDS[d % 2]
-                    sa, sb = seeds(ci, d)
+                    sa, sb = seeds(cs, d)
                     a = operand((m, k), dt, kind, sa, device)
                     b = operand((k, n), dt, kind, sb, device)
                     out = mm(a, b)
@@ -154,7 +158,7 @@ def collect(lt: Any, todo: list[Case], dtypes: list[str], out_dtype: str, draws:
                     picks.append((rows, cols))
                     del out
                 vals = torch.cat(got).cpu().numpy().astype(np.float32)  # one sync per case
-                rec["draws"] = [{"kind": DRAW_KINDS[d % 2], "seeds": list(seeds(ci, d)), "rows": r, "cols": cc}
+                rec["draws"] = [{"kind": DRAW_KINDS[d % 2], "seeds": list(seeds(cs, d)), "rows": r, "cols": cc}
                                 for d, (r, cc) in enumerate(picks)]
                 rec["got"] = vals.view(np.uint32).tolist()
                 counts["cases"] += 1

@@ -70,6 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--per-answer-s", type=float, default=60.0,
                    help="longest probe of one answer (capped at 0.8 of the pair's budget)")
     p.add_argument("--draws", type=int, default=10)
+    p.add_argument("--draw-seed", type=int, default=0, choices=range(32), metavar="0..31",
+                   help="> 0: sweep operands no earlier run drew (fresh draws on recheck shapes)")
     p.add_argument("--sweep-share", type=float, default=0.4, help="share of the budget kept for the sweep")
     p.add_argument("--profiles", default=None, help="use these profiles for the sweep (skip part 1)")
     p.add_argument("--workers", type=int, default=max(1, min(8, (os.cpu_count() or 2) - 2)),
@@ -382,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
                     todo_cs = [c for c in cs if c.which in ("realistic", "recheck")]
             counts["+".join(ins) + "->" + od] = collect(
                 lt_s, todo_cs, ins, od, args.draws, deadline - 12 - reserve, out, device=DEVICE, matmul=mm, log=log,
-                on_flush=checker.submit, max_bytes=30 << 30)
+                on_flush=checker.submit, max_bytes=30 << 30, draw_seed=args.draw_seed)
     except Exception as exc:  # noqa: BLE001
         counts["error"] = f"{type(exc).__name__}: {exc}"
         log(f"sweep collect crashed: {exc}\n{traceback.format_exc(limit=5)}")
