@@ -279,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
 
         out = Path(args.check)
         stats = check(out, load_profiles(Path(args.profiles) if args.profiles else out / "profiles", log),
-                      workers=args.check_workers, log=log, only_unchecked=args.only_unchecked)
+                      workers=args.check_workers, log=log, only_unchecked=args.only_unchecked,
+                      deadline=t0 + args.budget_s)  # rows past it stay 'unchecked'; sweep.csv is written
         print(yaml.safe_dump(stats, sort_keys=False))
         return 0
     if not args.out:
