@@ -112,3 +112,38 @@ def test_lane_variants_cover_contiguous_lane_slices() -> None:
     assert slices in R._lane_variants(LANES32)
     assert LANES8 in R._lane_variants(slices)
     assert R._lane_variants(PLAIN) == [] and R._lane_variants(GEMV) == []
+
+
+SPLIT32 = SPLIT.replace(k_loop_step=32, use_fast_accum=True)  # H200 s13/a2x: a23 entries carried at step 32
+SPLIT64 = SPLIT32.replace(k_loop_step=64)
+
+
+def test_prediction_separates_step_readings_where_they_part() -> None:
+    """A step-64 kernel predicted from a step-32 descriptor: the answer's shapes include K where
+    the two part (K mod 64 >= 32); the prediction must come back as step 64, never the base."""
+    from fixbits.backends import EmulatorBackend
+
+    group = [(16, 4, 1088), (16, 4, 1120), (16, 4, 1144), (24, 8, 2100)]
+    task = {"seed": 11, "prio": [], "group": group, "in_dtype": "fp16"}
+    desc, used, note, src = R._predict(EmulatorBackend(SPLIT64), [SPLIT32], task, group[:2])
+    assert desc is not None, note
+    for k in (1120, 1144, 2100):
+        assert equivalent_on(desc, SPLIT64, k), (k, desc, used)
+
+
+def test_prediction_refuses_readings_the_draws_cannot_separate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When draws keep every reading (a rare difference, like the 1-in-10 draws of run s13/a2x) and
+    the readings differ on the answer's shapes, phase B names the ambiguity instead of keeping the
+    first survivor."""
+    from fixbits.backends import EmulatorBackend
+    from fixbits.probe import recover
+
+    def every_reading_passes(backend: object, descs: list[GEMMDesc], *a: object, **kw: object) -> tuple[list[bool], int]:
+        return [True] * len(descs), 0
+
+    monkeypatch.setattr(recover, "verify_draws", every_reading_passes)
+    group = [(16, 4, 1088), (16, 4, 1120), (16, 4, 1144)]
+    task = {"seed": 11, "prio": [], "group": group, "in_dtype": "fp16"}
+    desc, used, why, src = R._predict(EmulatorBackend(SPLIT64), [SPLIT32], task, group[:1])
+    assert desc is None and src == -1 and why.startswith("ambiguous:"), why
+    assert "step 32" in why and "step 64" in why, why

@@ -476,11 +476,47 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
                      if x not in used]
             if order:
                 queue.append(order[0])
+    if len(alive) > 1:
+        alive, settled = _settle(bk, alive, task)
+        used += [sh for sh in settled if sh not in used]
+        if len(alive) != 1:
+            why = "; ".join(f"step {d.k_loop_step}, residue {d.residue}" for d in alive[:4])
+            return None, [], (f"ambiguous: {len(alive)} readings ({why}) differ on this answer's shapes and "
+                              f"survive {SETTLE_DRAWS} more draws on " + ", ".join("x".join(map(str, sh)) for sh in settled)
+                              if alive else "no reading survives the settling draws on "
+                              + ", ".join("x".join(map(str, sh)) for sh in settled)), -1
     src = origin[alive[0]]
     b = bases[src]
     note = "" if alive[0] == b else (f" (step {alive[0].k_loop_step}, residue {alive[0].residue})"
                                      if alive[0].k_cuts == b.k_cuts else " (other lanes)")
     return alive[0], used, note, src
+
+
+SETTLE_DRAWS = 8  # per shape; H200 s13: a step-32 reading of a step-64 kernel misses 1 to 5 of 10 sweep draws
+SETTLE_CELLS = 32
+
+
+def _settle(bk: Any, alive: list[Any], task: dict[str, Any]) -> tuple[list[Any], list[tuple[int, int, int]]]:
+    """(readings left, shapes drawn on): readings that survived the prediction draws yet differ
+    on some shape of the answer are held to more draws and cells where they part most. Phase B
+    used to keep the first survivor; in run s13/a2x that was a k_loop_step 32 reading of seven
+    step-64 answers, each wrong on 1 to 5 of 10 later draws. Readings equal on every K the
+    answer's shapes give are one reading: the first is kept."""
+    from fixbits.probe.recover import _pin_order, verify_draws
+
+    shapes = list(task.get("prio", [])) + pick(task["group"], 200, task["in_dtype"])
+    used: list[tuple[int, int, int]] = []
+    for _ in range(2):
+        order = _pin_order(alive, shapes)
+        if not order:
+            return alive[:1], used
+        sh = next((x for x, _ in order if x not in used), order[0][0])
+        ok, _ = verify_draws(bk, alive, *sh, seed=task["seed"] + 29 + sh[2], draws=SETTLE_DRAWS, cells=SETTLE_CELLS)
+        used.append(sh)
+        alive = [d for d, o in zip(alive, ok, strict=True) if o]
+        if len(alive) <= 1:
+            return alive, used
+    return (alive[:1] if not _pin_order(alive, shapes) else alive), used
 
 
 def refinements(desc: Any) -> list[tuple[Any, str]]:
