@@ -24,7 +24,7 @@ one model per CUSTOM_OPTION, the same for M == 1 and N == 1 and, except c7, for 
   c11: a 512-element K block of 16 lanes; B = 16 for c12 / c14: 256 elements) and the lane's
   block partials are chained in order. In GEMMDesc terms an innermost
   ``{"layout": "contiguous", "span": B, "merge": "chain"}`` level below the lane level.
-- "Capped" options (c56, c92, c100, and by their lane tiles c7 / c50 / c66 / c68 / c96 / c106,
+- "Capped" options (c56, c92, c100, and by their lane tiles c50 / c66 / c68 / c96 / c106,
   whose recorded K never reach the cap's lower regime so the cap is untested there): the tile span
   is min(64, ceil(P / L)) = min(64, ceil(K / (s*L))), computed from the NOMINAL part length P,
   so the short last split part uses the same span as the others. This is the one thing a
@@ -32,7 +32,8 @@ one model per CUSTOM_OPTION, the same for M == 1 and N == 1 and, except c7, for 
   variants (``variants`` prints them): span v = ceil(K/(s*L)) < 64 holds for
   K in [(v-1)*s*L + 1, v*s*L]; span 64 from K = 63*s*L + 1 up. With s = 1 and v < 64 the
   level is the same as ``contiguous count=L``. c10 is NOT capped: fixed span 4 (span 3 at
-  K = 69 and 81 misses).
+  K = 69 and 81 misses). Nor is c7: fixed span 64 (run s13/a13v, fresh draws at K = 44 and 55,
+  both dtypes: the capped reading misses 64 to 79 of 120 cells, span 64 matches all).
 
 The evaluator's own extension of the k_cuts JSON (only here): a strided level may give
 ``"span_cap": C`` instead of ``"span"``; its tile span is then min(C, ceil(P / count)) where P
@@ -319,7 +320,7 @@ class Lanes:
 # CUSTOM_OPTION -> model (per input dtype where they differ). The same model holds for M == 1 and
 # N == 1 wherever both were recorded (c56, c75).
 FOUND: dict[int, Lanes | dict[str, Lanes]] = {
-    7: {"fp16": Lanes(2, 64, BFD, capped=True), "bf16": Lanes(16, 64, BFD, capped=True)},
+    7: {"fp16": Lanes(2, 64, BFD), "bf16": Lanes(16, 64, BFD)},  # fixed span: s13/a13v K 44, 55
     10: Lanes(32, 4, BFD),
     11: Lanes(16, 1, "chain", block=32),
     12: Lanes(16, 1, "chain", block=16),
