@@ -97,3 +97,15 @@ def test_rules_admit_the_common_triton_patterns() -> None:
     assert warp == Poly({("tx5",): 1, ("tx6",): 2})
     assert exact_or(tid.scale(4), Poly.const(2)) == tid.scale(4) + Poly.const(2)
     assert exact_or(tid, Poly.const(1)) is None  # bit 0 is shared: not an addition
+
+
+def test_assign_bits_equals_substituting_each_bit() -> None:
+    """ThreadEval's one-pass bit assignment is the sequential substitution it replaced."""
+    tx = Poly.bits("tx", 5)
+    p = tx * Poly.sym("p:ld") + tx * tx * Poly.const(3) + Poly.sym("ctaid.x") * Poly.sym("tx2") + Poly.const(7)
+    for t in (0, 1, 5, 22, 31):
+        values = {f"tx{i}": t >> i & 1 for i in range(5)}
+        want = p
+        for s, v in values.items():
+            want = want.substitute(s, Poly.const(v))
+        assert p.assign_bits(values) == want, (t, p.assign_bits(values), want)

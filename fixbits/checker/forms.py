@@ -170,6 +170,24 @@ class Poly:
             _add_terms(t, term.terms.items())
         return Poly._of(t)
 
+    def assign_bits(self, values: Mapping[str, int]) -> Poly:
+        """The polynomial with each bit symbol in ``values`` set to its value (0 or 1): the
+        same polynomial as substituting them one by one (a bit is its own power), in one pass."""
+        t: dict[Mono, int] = {}
+        for m, c in self.terms.items():
+            keep: list[str] = []
+            zero = False
+            for s in m:
+                v = values.get(s)
+                if v is None:
+                    keep.append(s)
+                elif not v:
+                    zero = True
+                    break
+            if not zero:
+                _add_terms(t, ((tuple(keep), c),))
+        return Poly._of(t)
+
     # ---- bit structure ------------------------------------------------------------------
     def split_bits(self) -> tuple[dict[int, str] | None, Poly]:
         """Split into single-bit terms {position: bit symbol} and the rest; None if two bit terms

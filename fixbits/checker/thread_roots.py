@@ -51,13 +51,13 @@ class ThreadEval:
         self.memo: dict[tuple[bytes, int], Node | None] = {}
 
     def poly_at(self, p: Poly, t: int) -> Poly | None:
-        out = p
+        values: dict[str, int] = {}
         for s in p.symbols():
             if is_bit_symbol(s):
                 if s[:2] != "tx" or int(s[2:]) >= self.nbits:
                     return None
-                out = out.substitute(s, Poly.const(t >> int(s[2:]) & 1))
-        return out
+                values[s] = t >> int(s[2:]) & 1
+        return p.assign_bits(values) if values else p
 
     def at(self, n: Node, t: int) -> Node | None:
         if not n.variant and not n.exchange:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fixbits.checker.forms import Poly, data_token, is_variant_symbol, token
+from fixbits.checker.forms import Poly, _add_terms, data_token, is_variant_symbol, token
 from fixbits.checker.node import Node, Root, int_node
 
 
@@ -770,7 +770,7 @@ def _relativize(
             var = tuple(s for s in mono if is_variant_symbol(s))
             groups.setdefault(inv, {})
             groups[inv][var] = groups[inv].get(var, 0) + c
-        out = Poly({})
+        acc: dict[tuple, int] = {}
         for inv, t in groups.items():
             g = Poly(t)
             rep = None
@@ -795,8 +795,8 @@ def _relativize(
                         break
             if rep is None:
                 rep = g
-            out = out + rep * Poly({inv: 1})
-        return out
+            _add_terms(acc, (rep if not inv else rep * Poly._of({inv: 1})).terms.items())
+        return Poly._of(acc)
 
     # the rewrite depends only on the coordinates: roots that share them share its memo
     ckey = tuple(sorted((inv, cp.key()) for inv, cp in coords.items())) + (("split",) if parts else ())
