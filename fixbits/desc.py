@@ -47,7 +47,7 @@ import yaml
 
 Layout = Literal["contiguous", "strided"]
 Merge = Literal["chain", "butterfly_up", "butterfly_down", "reduce_1block"]
-SpanRule = Literal["ceil", "floor", "tail_dropped"]
+SpanRule = Literal["ceil", "floor", "tail_dropped", "capped"]
 Residue = Literal["first", "last"]
 
 ARCHES: tuple[str, ...] = ("sm_80", "sm_90", "sm_100", "sm_103")
@@ -58,7 +58,7 @@ OUT_DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 PARTIAL_DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 LAYOUTS: tuple[str, ...] = ("contiguous", "strided")
 MERGES: tuple[str, ...] = ("chain", "butterfly_up", "butterfly_down", "reduce_1block")
-SPAN_RULES: tuple[str, ...] = ("ceil", "floor", "tail_dropped")
+SPAN_RULES: tuple[str, ...] = ("ceil", "floor", "tail_dropped", "capped")
 RESIDUES: tuple[str, ...] = ("first", "last")
 EPILOGUE_KINDS: tuple[str, ...] = ("bias", "relu", "silu_gate", "gelu", "gelu_tanh", "residual", "scale")
 
@@ -126,7 +126,12 @@ class KCut:
     ``aligned_granule`` (count cuts only): when the cut length n is a multiple of it, spans
     round to it instead of ``granule`` (cuBLASLt 13.1 split-K on the H200, run s2b: spans round
     to 64 when 64 | K, else to 8; 16 | K and 32 | K keep 8). None: ``granule`` always.
-    STRIDED: tiles of ``span`` elements dealt round-robin to ``count`` groups.
+    STRIDED: tiles of ``span`` elements dealt round-robin to ``count`` groups. With
+    ``span_rule="capped"`` the tile is min(span, ceil(P / count)), P the nominal length of the
+    part being cut: K at level 0, else the span of the level above (its full parts' length, so a
+    short last part keeps the others' tile). cuBLASLt 13.1's gemv2T lane-tree options c56 / c92 /
+    c100 on the H200 (runs s12/a13r, s13/a13v): the tile shrinks below 64 on short K.
+    ``GEMMDesc.at_k`` turns a capped cut into the plain one it is at a given K.
     """
 
     layout: Layout
@@ -147,6 +152,8 @@ class KCut:
         _positive("k_cuts.aligned_granule", self.aligned_granule, optional=True)
         if self.aligned_granule is not None and (self.layout != "contiguous" or self.count is None):
             raise DescError("k_cuts: aligned_granule applies to count cuts only")
+        if self.span_rule == "capped" and self.layout != "strided":
+            raise DescError("k_cuts: span_rule=capped applies to strided cuts only (tile min(span, ceil(P / count)))")
         if self.layout == "strided" and (self.count is None or self.span is None):
             raise DescError("k_cuts: a strided cut needs both count (groups) and span (tile)")
         if self.layout == "contiguous" and (self.count is None) == (self.span is None):
@@ -167,13 +174,22 @@ class KCut:
             del d["aligned_granule"]
         return d
 
-    def parts(self, n: int) -> list[list[tuple[int, int]]]:
-        """Cut n elements; each part is its ordered list of [start, stop) runs."""
+    def tile(self, nominal: int) -> int:
+        """A strided cut's tile on a part of nominal length ``nominal``."""
+        assert self.count is not None and self.span is not None
+        if self.span_rule != "capped":
+            return self.span
+        return max(1, min(self.span, -(-nominal // self.count)))
+
+    def parts(self, n: int, nominal: int | None = None) -> list[list[tuple[int, int]]]:
+        """Cut n elements; each part is its ordered list of [start, stop) runs. ``nominal``: the
+        part's nominal length for a capped strided cut (n when not given: right at level 0)."""
         if self.layout == "strided":
             assert self.count is not None and self.span is not None
+            t = self.tile(n if nominal is None else nominal)
             groups: list[list[tuple[int, int]]] = [[] for _ in range(self.count)]
-            for t, start in enumerate(range(0, n, self.span)):
-                groups[t % self.count].append((start, min(n, start + self.span)))
+            for i, start in enumerate(range(0, n, t)):
+                groups[i % self.count].append((start, min(n, start + t)))
             return groups
         if self.span is not None:
             return [[(s, min(n, s + self.span))] for s in range(0, max(n, 1), self.span)] if n else [[]]
@@ -307,6 +323,27 @@ class GEMMDesc:
     def short_hash(self) -> str:
         """12 hex digits of sha256 over the canonical JSON: stable across runs and machines."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
+
+    def at_k(self, k: int) -> GEMMDesc:
+        """The descriptor with every capped strided cut made the plain cut it is at this K (the
+        same tree for every output element); itself when it has none."""
+        if not any(c.span_rule == "capped" for c in self.k_cuts):
+            return self
+        cuts: list[KCut] = []
+        nominal: int | None = k
+        for c in self.k_cuts:
+            if c.span_rule == "capped":
+                if nominal is None:
+                    raise DescError("k_cuts: a capped strided cut below a strided cut has no nominal length")
+                c = dataclasses.replace(c, span=c.tile(nominal), span_rule="ceil")
+            cuts.append(c)
+            if nominal is not None:
+                if c.layout == "strided":
+                    nominal = None
+                else:
+                    first = c.parts(nominal)[0]
+                    nominal = sum(e - s for s, e in first)
+        return self.replace(k_cuts=tuple(cuts))
 
     def replace(self, **changes: Any) -> GEMMDesc:
         return dataclasses.replace(self, **changes)

@@ -76,6 +76,7 @@ def _cut(idx: np.ndarray, cut: KCut) -> list[np.ndarray]:
 
 def plan(desc: GEMMDesc, k: int) -> _Node | _Leaf:
     """The evaluation tree of one output element's K axis (the same for every element)."""
+    desc = desc.at_k(k)
 
     def build(idx: np.ndarray, level: int) -> _Node | _Leaf:
         if level == len(desc.k_cuts):

@@ -26,6 +26,7 @@ def cuts() -> st.SearchStrategy[KCut]:
         layout=st.just("strided"),
         count=st.sampled_from([2, 4, 8, 16, 32]),
         span=st.integers(1, 64),
+        span_rule=st.sampled_from(["ceil", "capped"]),
         merge=st.sampled_from(["chain", "butterfly_up", "butterfly_down"]),
     )
     return st.one_of(contiguous_count, contiguous_span, strided)

@@ -370,6 +370,19 @@ def variants(key: str, model: Lanes, kmax: int = 1 << 20) -> list[tuple[int, int
     return out
 
 
+def capped_desc(key: str, dtype: str, model: Lanes) -> GEMMDesc:
+    """The model as one GEMMDesc: a capped model's lane level is a strided cut with
+    span_rule="capped" (fixbits.desc.KCut), below the split level when s > 1."""
+    cuts = []
+    for c in with_split(key, model.cuts()):
+        c = dict(c)
+        if "span_cap" in c:
+            c["span"] = c.pop("span_cap")
+            c["span_rule"] = "capped"
+        cuts.append(KCut(**c))
+    return base_desc(dtype).replace(k_cuts=tuple(cuts))
+
+
 # -- commands ---------------------------------------------------------------------------------
 
 
@@ -458,6 +471,56 @@ def cmd_variants(args: argparse.Namespace) -> int:
     for lo, hi, cuts in variants(args.key, model, args.kmax):
         print(f"K {lo}..{hi if hi is not None else 'inf'}: {json.dumps(cuts)}")
     return 0
+
+
+def cmd_cap(args: argparse.Namespace) -> int:
+    """Rewrite every fp32 a13 entry held as K-range variants of a capped model as one capped
+    GEMMDesc. Written only when the capped descriptor at K equals the entry's variant (as a
+    descriptor, else by canonical trees) at both ends of every range and past the last one, and
+    matches every recorded case of --dirs up to --exact-kmax through fixbits.emulate."""
+    from fixbits.probe.plan import equivalent_on
+    from fixbits.probe.profile import ProfileEntry, load
+    from fixbits.probe.sweep import check_one
+
+    recs = [r for d in args.dirs for r in load_samples(d) if "got" in r and str(r.get("key", "")).startswith("a13-")]
+    bad = 0
+    for path in sorted(PROFILE_DIR.glob("sm_90_cublaslt130100_*_fp32.yaml")):
+        prof = load(path)
+        done = 0
+        for key, e in sorted(prof.entries.items()):
+            model = found_model(key, prof.dtype)
+            if not key.startswith("a13-") or model is None or not model.capped or len(e.variants) < 2:
+                continue
+            if any(v.n1 is not None for v in e.variants):
+                continue
+            cap = capped_desc(key, prof.dtype, model)
+            ks = sorted({x for v in e.variants for x in (v.k_min, v.k_max or 2 * v.k_min, (v.k_min + (v.k_max or 2 * v.k_min)) // 2)})
+            differ = []
+            for k in ks:
+                want = prof.lookup(key, k=k)
+                if cap.at_k(k) == want:
+                    continue
+                try:
+                    same = equivalent_on(cap, want, k)
+                except RecursionError:
+                    same = False
+                if not same:
+                    differ.append(k)
+            cases = [r for r in recs if r["key"] == key and r["dtype"] == prof.dtype and r["k"] <= args.exact_kmax]
+            wrong = [r["k"] for r in cases if check_one(r, cap.to_dict(), None)["outcome"] != "match"]
+            if differ or wrong:
+                print(f"  {key} {prof.dtype}: not rewritten (differs from its variants at K {differ[:5]}, "
+                      f"misses recorded K {wrong[:5]})")
+                bad += 1
+                continue
+            note = (e.note + f"; session 13: one capped descriptor (span_rule capped) in place of its {len(e.variants)} "
+                    f"K ranges, equal to them at {len(ks)} K (every range's ends) and matching {len(cases)} recorded "
+                    "cases through fixbits.emulate")
+            prof.entries[key] = ProfileEntry(key, cap, e.shape, e.verified_shapes, e.shapes_seen, e.kernels, note, ())
+            done += 1
+        prof.save(str(path.parent))
+        print(f"{path.name}: {done} a13 entries now one capped descriptor")
+    return 1 if bad else 0
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
@@ -558,6 +621,10 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--exact-kmax", type=int, default=20000,
                    help="cases up to this K are also checked through fixbits.emulate with the written entry")
     q.set_defaults(fn=cmd_apply)
+    q = sub.add_parser("cap", help="K-range variants of capped models -> one capped GEMMDesc (fp32 profiles)")
+    q.add_argument("--dirs", type=Path, nargs="+", default=[DEFAULT_DIR], help="run directories with sweep_samples/")
+    q.add_argument("--exact-kmax", type=int, default=20000)
+    q.set_defaults(fn=cmd_cap)
     args = p.parse_args(argv)
     return int(args.fn(args))
 

@@ -86,6 +86,7 @@ def reduce_1block_at_level0(desc: GEMMDesc) -> bool:
 @functools.lru_cache(maxsize=512)  # per call it would be Python work per K element (a steady-state cost)
 def tensor_core_plan(desc: GEMMDesc, k: int) -> TensorCorePlan:
     """Cut [0, k) per ``desc.k_cuts`` for the tensor-core families (at most two contiguous levels)."""
+    desc = desc.at_k(k)
     cuts = desc.k_cuts
     if reduce_1block_at_level0(desc):
         raise UnsupportedDesc("merge=reduce_1block: the workspace GEMV realises it, not the tensor-core kernels")
@@ -157,6 +158,7 @@ def _cut_elements(cut: KCut, elems: list[int]) -> list[list[int]]:
 @functools.lru_cache(maxsize=256)  # a Python loop over every K element: once per (desc, k), not per call
 def scalar_nest(desc: GEMMDesc, k: int, *, levels_from: int = 0) -> ScalarNest:
     """Flatten ``desc.k_cuts[levels_from:]`` over [0, k) into a leaf table (see ScalarNest)."""
+    desc = desc.at_k(k)
     cuts = desc.k_cuts[levels_from:]
     reduce_1block_at_level0(desc)  # raises where no kernel realises that merge
     groups: list[list[int]] = [list(range(k))]
@@ -180,6 +182,7 @@ def scalar_nest(desc: GEMMDesc, k: int, *, levels_from: int = 0) -> ScalarNest:
 
 def scalar_nest_parts(desc: GEMMDesc, k: int) -> list[list[int]]:
     """Level-0 parts as element lists (the workspace GEMV gives each its own program)."""
+    desc = desc.at_k(k)
     if not desc.k_cuts:
         return [list(range(k))]
     return _cut_elements(desc.k_cuts[0], list(range(k)))

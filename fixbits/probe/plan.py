@@ -93,6 +93,7 @@ def _cut_level(cut: Any, loc: np.ndarray, plen: np.ndarray) -> tuple[np.ndarray,
 
 def addresses(desc: GEMMDesc, k: int) -> Addresses:
     """Address of every element of K under ``desc`` (see the module docstring)."""
+    desc = desc.at_k(k)
     kinds: list[str] = [c.merge for c in desc.k_cuts]
     counts: list[int] = [(c.count or 0) if c.merge != "chain" else 0 for c in desc.k_cuts]  # reduce_1block: parts
     promo = not desc.use_fast_accum
@@ -296,6 +297,7 @@ def _merge(kind: str, parts: list[Any], dt: str) -> Any:
 
 def canonical_tree(desc: GEMMDesc, k: int) -> Any:
     """The evaluation tree of one output on K, no-ops folded (see the module docstring)."""
+    desc = desc.at_k(k)
     label = _instruction_label(desc)
 
     def chain(elems: list[int]) -> Any:

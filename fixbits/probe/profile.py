@@ -131,13 +131,13 @@ class ArchProfile:
         if entry.variants and k is not None:
             for v in entry.variants:
                 if v.holds(int(k), n):
-                    return v.desc
+                    return v.desc.at_k(int(k))
             ranges = ", ".join(f"{'' if v.n1 is None else 'N == 1 ' if v.n1 else 'N != 1 '}[{v.k_min}, "
                                f"{v.k_max if v.k_max is not None else 'inf'}]" for v in entry.variants)
             what, at = ("the orientation and K", f"K={k} N={n}") if oriented else ("K", f"K={k}")
             raise NotInProfile(f"heuristic answer {key} changes its arithmetic with {what}; {at} is outside the "
                                f"probed ranges {ranges}")
-        return entry.desc
+        return entry.desc if k is None else entry.desc.at_k(int(k))
 
     def to_dict(self) -> dict[str, Any]:
         return {
