@@ -9,7 +9,9 @@ prober and the Triton kernels all read this docstring as the contract):
 1. ``k_cuts`` is a nest, outermost first. Level 0 cuts [0, K) into parts; each following
    level cuts every part of the level above (its own elements, in their order) again.
    A CONTIGUOUS cut makes consecutive ranges; a STRIDED cut deals tiles of ``span`` elements
-   round-robin to ``count`` groups (group g holds tiles g, g+count, g+2*count, ...).
+   round-robin to ``count`` groups (group g holds tiles g, g+count, g+2*count, ...); a
+   ``capped`` strided cut's tile is min(span, ceil(P / count)), P the nominal length of the
+   parts it cuts (``GEMMDesc.at_k`` gives the plain descriptor it is at one K).
 2. An innermost part is one accumulation chain over its elements in order: instruction
    groups of ``instruction_k`` products (the residue turn of ``len % k_loop_step`` elements
    first or last, padded with zero products to whole instructions), each group folded by

@@ -27,9 +27,9 @@ one model per CUSTOM_OPTION, the same for M == 1 and N == 1 and, except c7, for 
 - "Capped" options (c56, c92, c100, and by their lane tiles c50 / c66 / c68 / c96 / c106,
   whose recorded K never reach the cap's lower regime so the cap is untested there): the tile span
   is min(64, ceil(P / L)) = min(64, ceil(K / (s*L))), computed from the NOMINAL part length P,
-  so the short last split part uses the same span as the others. This is the one thing a
-  GEMMDesc cannot say with fixed k_cuts: its strided span is a constant. It is exact as K-range
-  variants (``variants`` prints them): span v = ceil(K/(s*L)) < 64 holds for
+  so the short last split part uses the same span as the others. Session 12 wrote these as
+  K-range variants of plain descriptors (``variants`` prints them); since session 13 a GEMMDesc
+  says it directly (KCut span_rule="capped", ``cap`` rewrites the entries): span v = ceil(K/(s*L)) < 64 holds for
   K in [(v-1)*s*L + 1, v*s*L]; span 64 from K = 63*s*L + 1 up. With s = 1 and v < 64 the
   level is the same as ``contiguous count=L``. c10 is NOT capped: fixed span 4 (span 3 at
   K = 69 and 81 misses). Nor is c7: fixed span 64 (run s13/a13v, fresh draws at K = 44 and 55,
