@@ -147,3 +147,21 @@ def test_prediction_refuses_readings_the_draws_cannot_separate(monkeypatch: pyte
     desc, used, why, src = R._predict(EmulatorBackend(SPLIT64), [SPLIT32], task, group[:1])
     assert desc is None and src == -1 and why.startswith("ambiguous:"), why
     assert "step 32" in why and "step 64" in why, why
+
+
+def test_prediction_keeps_the_answers_own_reading_when_draws_cannot_separate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A narrow-output pair predicted from the same answer's fp32-output entry: narrow outputs may
+    not separate step readings that the fp32 cells did; the answer's own reading is kept, and the
+    note says the draws left others too. A reading carried from another answer is not (above)."""
+    from fixbits.backends import EmulatorBackend
+    from fixbits.probe import recover
+
+    def every_reading_passes(backend: object, descs: list[GEMMDesc], *a: object, **kw: object) -> tuple[list[bool], int]:
+        return [True] * len(descs), 0
+
+    monkeypatch.setattr(recover, "verify_draws", every_reading_passes)
+    group = [(16, 4, 1088), (16, 4, 1120), (16, 4, 1144)]
+    key = "a23-t20-s4-r4-w0-c0-g15"
+    task = {"seed": 11, "prio": [], "group": group, "in_dtype": "fp16", "key": key, "from_keys": [key]}
+    desc, used, note, src = R._predict(EmulatorBackend(SPLIT64), [SPLIT32], task, group[:1])
+    assert desc == SPLIT32 and src == 0 and "kept this answer's own reading" in note, note

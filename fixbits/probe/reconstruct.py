@@ -476,9 +476,17 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
                      if x not in used]
             if order:
                 queue.append(order[0])
+    settled_note = ""
     if len(alive) > 1:
         alive, settled = _settle(bk, alive, task)
         used += [sh for sh in settled if sh not in used]
+        froms = list(task.get("from_keys") or [task.get("from_key")] * len(bases))
+        # the same answer's own descriptor from another output dtype (its fp32 cells separated the
+        # readings that narrow outputs cannot): kept when the draws leave it among the survivors
+        own = [b for b, f in zip(bases, froms, strict=True) if f is not None and f == task.get("key") and b in alive]
+        if len(alive) > 1 and own:
+            alive = own[:1]
+            settled_note = " (the draws here leave other readings too: kept this answer's own reading)"
         if len(alive) != 1:
             why = "; ".join(f"step {d.k_loop_step}, residue {d.residue}" for d in alive[:4])
             return None, [], (f"ambiguous: {len(alive)} readings ({why}) differ on this answer's shapes and "
@@ -489,7 +497,7 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
     b = bases[src]
     note = "" if alive[0] == b else (f" (step {alive[0].k_loop_step}, residue {alive[0].residue})"
                                      if alive[0].k_cuts == b.k_cuts else " (other lanes)")
-    return alive[0], used, note, src
+    return alive[0], used, note + settled_note, src
 
 
 SETTLE_DRAWS = 8  # per shape; H200 s13: a step-32 reading of a step-64 kernel misses 1 to 5 of 10 sweep draws
