@@ -487,12 +487,13 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
         if len(alive) > 1 and own:
             alive = own[:1]
             settled_note = " (the draws here leave other readings too: kept this answer's own reading)"
-        if len(alive) != 1:
+        where = ", ".join("x".join(map(str, sh)) for sh in settled)
+        if not alive:
+            return None, [], f"no reading survives the settling draws on {where}", -1
+        if len(alive) > 1:
             why = "; ".join(f"step {d.k_loop_step}, residue {d.residue}" for d in alive[:4])
             return None, [], (f"ambiguous: {len(alive)} readings ({why}) differ on this answer's shapes and "
-                              f"survive {SETTLE_DRAWS} more draws on " + ", ".join("x".join(map(str, sh)) for sh in settled)
-                              if alive else "no reading survives the settling draws on "
-                              + ", ".join("x".join(map(str, sh)) for sh in settled)), -1
+                              f"survive {SETTLE_DRAWS} more draws on {where}"), -1
     src = origin[alive[0]]
     b = bases[src]
     note = "" if alive[0] == b else (f" (step {alive[0].k_loop_step}, residue {alive[0].residue})"
@@ -508,8 +509,9 @@ def _settle(bk: Any, alive: list[Any], task: dict[str, Any]) -> tuple[list[Any],
     """(readings left, shapes drawn on): readings that survived the prediction draws yet differ
     on some shape of the answer are held to more draws and cells where they part most. Phase B
     used to keep the first survivor; in run s13/a2x that was a k_loop_step 32 reading of seven
-    step-64 answers, each wrong on 1 to 5 of 10 later draws. Readings equal on every K the
-    answer's shapes give are one reading: the first is kept."""
+    step-64 answers, each wrong on 1 to 5 of 10 later draws. Readings equal at every K of the
+    answer's shapes that _pin_order samples (up to 16, spread over K mod 128) are taken as one
+    reading: the first is kept."""
     from fixbits.probe.recover import _pin_order, verify_draws
 
     shapes = list(task.get("prio", [])) + pick(task["group"], 200, task["in_dtype"])
