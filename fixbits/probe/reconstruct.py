@@ -501,15 +501,15 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
     return alive[0], used, note + settled_note, src
 
 
-SETTLE_DRAWS = 8  # per shape; H200 s13: a step-32 reading of a step-64 kernel misses 1 to 5 of 10 sweep draws
+SETTLE_DRAWS = 8  # per shape; H200 s13: a reading with the wrong K-loop step missed 1 to 5 of 10 sweep draws
 SETTLE_CELLS = 32
 
 
 def _settle(bk: Any, alive: list[Any], task: dict[str, Any]) -> tuple[list[Any], list[tuple[int, int, int]]]:
     """(readings left, shapes drawn on): readings that survived the prediction draws yet differ
     on some shape of the answer are held to more draws and cells where they part most. Phase B
-    used to keep the first survivor; in run s13/a2x that was a k_loop_step 32 reading of seven
-    step-64 answers, each wrong on 1 to 5 of 10 later draws. Readings equal at every K of the
+    used to keep the first survivor; in run s13/a2x that was a wrong K-loop step on seven
+    answers (32 for 64, 64 for 32, 128 for 64), each wrong on 1 to 5 of 10 later draws. Readings equal at every K of the
     answer's shapes that _pin_order samples (up to 16, spread over K mod 128) are taken as one
     reading: the first is kept."""
     from fixbits.probe.recover import _pin_order, verify_draws
