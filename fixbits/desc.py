@@ -183,12 +183,12 @@ class KCut:
             return self.span
         return max(1, min(self.span, -(-nominal // self.count)))
 
-    def parts(self, n: int, nominal: int | None = None) -> list[list[tuple[int, int]]]:
-        """Cut n elements; each part is its ordered list of [start, stop) runs. ``nominal``: the
-        part's nominal length for a capped strided cut (n when not given: right at level 0)."""
+    def parts(self, n: int) -> list[list[tuple[int, int]]]:
+        """Cut n elements; each part is its ordered list of [start, stop) runs. A capped strided
+        cut takes n as its nominal length (right at level 0; deeper, GEMMDesc.at_k resolves it)."""
         if self.layout == "strided":
             assert self.count is not None and self.span is not None
-            t = self.tile(n if nominal is None else nominal)
+            t = self.tile(n)
             groups: list[list[tuple[int, int]]] = [[] for _ in range(self.count)]
             for i, start in enumerate(range(0, n, t)):
                 groups[i % self.count].append((start, min(n, start + t)))

@@ -58,7 +58,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import math
 import re
 import sys
 import time
@@ -72,7 +71,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from fixbits.desc import GEMMDesc, KCut  # noqa: E402
+from fixbits.desc import DescError, GEMMDesc, KCut  # noqa: E402
 from fixbits.probe.profile import PROFILE_DIR  # noqa: E402
 from fixbits.probe.sweep import draw_mismatches, load_samples, sampled_operands  # noqa: E402
 
@@ -197,42 +196,27 @@ class Case:
 # -- k_cuts with the span_cap extension ---------------------------------------------------------
 
 
-def _count_span(cut: Cut, n: int) -> int:
-    """The span a contiguous count cut computes on n (KCut.parts' rule)."""
-    kc = KCut(**cut)
-    g = kc.granule_for(n)
-    if kc.span_rule == "tail_dropped":
-        return g * -(-(n // kc.count) // g)
-    q = n / (kc.count * g)
-    return (math.floor(q) if kc.span_rule == "floor" else math.ceil(q)) * g
-
-
-def resolve(cut: Cut, nominal: int) -> Cut:
-    """A plain KCut mapping for one level: ``span_cap`` becomes span min(cap, ceil(nominal/count))."""
-    if "span_cap" not in cut:
-        return cut
-    c = {k: v for k, v in cut.items() if k != "span_cap"}
-    c["span"] = max(1, min(int(cut["span_cap"]), -(-nominal // int(cut["count"]))))
-    return c
+def as_kcuts(cuts: list[Cut]) -> tuple[KCut, ...]:
+    """This script's k_cuts JSON as KCuts: ``"span_cap": C`` is a strided cut of span C with
+    span_rule "capped" (fixbits.desc.KCut)."""
+    out = []
+    for c in cuts:
+        c = dict(c)
+        if "span_cap" in c:
+            c["span"] = c.pop("span_cap")
+            c["span_rule"] = "capped"
+        out.append(KCut(**c))
+    return tuple(out)
 
 
 def resolved_cuts(cuts: list[Cut], k: int) -> list[Cut] | None:
-    """The plain k_cuts equal to ``cuts`` at this K, or None when a span_cap level sits below a
-    strided level (whose parts have no single nominal length; no model here does that)."""
-    out: list[Cut] = []
-    nominal: int | None = k
-    for cut in cuts:
-        if "span_cap" in cut and nominal is None:
-            return None
-        plain = resolve(cut, nominal or 0)
-        out.append(plain)
-        if plain["layout"] == "strided":
-            nominal = None
-        elif plain.get("count") is not None and nominal is not None:
-            nominal = _count_span(plain, nominal)
-        elif plain.get("span") is not None:
-            nominal = plain["span"]
-    return out
+    """The plain k_cuts equal to ``cuts`` at this K (GEMMDesc.at_k), or None when a span_cap level
+    sits below a strided level (whose parts have no single nominal length; no model here does that)."""
+    try:
+        plain = base_desc("fp16").replace(k_cuts=as_kcuts(cuts)).at_k(k)
+    except DescError:
+        return None
+    return [c.to_dict() for c in plain.k_cuts]
 
 
 def evaluate(case: Case, cuts: list[Cut]) -> np.ndarray:
@@ -373,14 +357,7 @@ def variants(key: str, model: Lanes, kmax: int = 1 << 20) -> list[tuple[int, int
 def capped_desc(key: str, dtype: str, model: Lanes) -> GEMMDesc:
     """The model as one GEMMDesc: a capped model's lane level is a strided cut with
     span_rule="capped" (fixbits.desc.KCut), below the split level when s > 1."""
-    cuts = []
-    for c in with_split(key, model.cuts()):
-        c = dict(c)
-        if "span_cap" in c:
-            c["span"] = c.pop("span_cap")
-            c["span_rule"] = "capped"
-        cuts.append(KCut(**c))
-    return base_desc(dtype).replace(k_cuts=tuple(cuts))
+    return base_desc(dtype).replace(k_cuts=as_kcuts(with_split(key, model.cuts())))
 
 
 # -- commands ---------------------------------------------------------------------------------

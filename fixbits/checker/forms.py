@@ -38,7 +38,7 @@ def is_data_symbol(sym: str) -> bool:
     return sym.startswith("D:") or sym.startswith("carried:")
 
 
-def _add_terms(t: dict[Mono, int], items: Iterable[tuple[Mono, int]]) -> None:
+def add_terms(t: dict[Mono, int], items: Iterable[tuple[Mono, int]]) -> None:
     """Add terms into ``t`` in order, dropping those that cancel (Poly's one accumulation rule)."""
     for m, c in items:
         v = t.get(m, 0) + c
@@ -132,7 +132,7 @@ class Poly:
         if not self.terms:
             return other
         t = dict(self.terms)
-        _add_terms(t, other.terms.items())
+        add_terms(t, other.terms.items())
         return Poly._of(t)
 
     def __neg__(self) -> Poly:
@@ -162,12 +162,12 @@ class Poly:
         t: dict[Mono, int] = {}
         for m, c in self.terms.items():
             if sym not in m:
-                _add_terms(t, ((m, c),))
+                add_terms(t, ((m, c),))
                 continue
             term = Poly._of({tuple(s for s in m if s != sym): c})
             for _ in range(m.count(sym)):
                 term = term * value
-            _add_terms(t, term.terms.items())
+            add_terms(t, term.terms.items())
         return Poly._of(t)
 
     def assign_bits(self, values: Mapping[str, int]) -> Poly:
@@ -185,7 +185,7 @@ class Poly:
                     zero = True
                     break
             if not zero:
-                _add_terms(t, ((tuple(keep), c),))
+                add_terms(t, ((tuple(keep), c),))
         return Poly._of(t)
 
     # ---- bit structure ------------------------------------------------------------------

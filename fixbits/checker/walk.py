@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fixbits.checker.forms import Poly, _add_terms, data_token, is_variant_symbol, token
+from fixbits.checker.forms import Poly, add_terms, data_token, is_variant_symbol, token
 from fixbits.checker.node import Node, Root, int_node
 
 
@@ -795,7 +795,7 @@ def _relativize(
                         break
             if rep is None:
                 rep = g
-            _add_terms(acc, (rep if not inv else rep * Poly._of({inv: 1})).terms.items())
+            add_terms(acc, (rep if not inv else rep * Poly._of({inv: 1})).terms.items())
         return Poly._of(acc)
 
     # the rewrite depends only on the coordinates: roots that share them share its memo

@@ -374,7 +374,7 @@ def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str,
             continue
         bk = _get_backend(task, backend)
         bases = [GEMMDesc.from_dict(d) for d in task.get("descs") or [task["desc"]]]
-        froms = list(task.get("from_keys") or [task["from_key"]] * len(bases))
+        froms = _from_keys(task, len(bases))
         sides: dict[bool, list[tuple[int, int, int]]] = {}
         for sh in group:
             o = _orientation(sh)
@@ -480,7 +480,7 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
     if len(alive) > 1:
         alive, settled = _settle(bk, alive, task)
         used += [sh for sh in settled if sh not in used]
-        froms = list(task.get("from_keys") or [task.get("from_key")] * len(bases))
+        froms = _from_keys(task, len(bases))
         # the same answer's own descriptor from another output dtype (its fp32 cells separated the
         # readings that narrow outputs cannot): kept when the draws leave it among the survivors
         own = [b for b, f in zip(bases, froms, strict=True) if f is not None and f == task.get("key") and b in alive]
@@ -501,6 +501,11 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
     return alive[0], used, note + settled_note, src
 
 
+def _from_keys(task: dict[str, Any], n: int) -> list[str | None]:
+    """The answer key each of a phase-B task's n known descriptors was taken from."""
+    return list(task.get("from_keys") or [task.get("from_key")] * n)
+
+
 SETTLE_DRAWS = 8  # per shape; H200 s13: a reading with the wrong K-loop step missed 1 to 5 of 10 sweep draws
 SETTLE_CELLS = 32
 
@@ -509,24 +514,25 @@ def _settle(bk: Any, alive: list[Any], task: dict[str, Any]) -> tuple[list[Any],
     """(readings left, shapes drawn on): readings that survived the prediction draws yet differ
     on some shape of the answer are held to more draws and cells where they part most. Phase B
     used to keep the first survivor; in run s13/a2x that was a wrong K-loop step on seven
-    answers (32 for 64, 64 for 32, 128 for 64), each wrong on 1 to 5 of 10 later draws. Readings equal at every K of the
-    answer's shapes that _pin_order samples (up to 16, spread over K mod 128) are taken as one
-    reading: the first is kept."""
+    answers (32 for 64, 64 for 32, 128 for 64), each wrong on 1 to 5 of 10 later draws.
+    Readings equal at every K of the answer's shapes that _pin_order samples (up to 16, spread
+    over K mod 128) are taken as one reading: the first is kept."""
     from fixbits.probe.recover import _pin_order, verify_draws
 
     shapes = list(task.get("prio", [])) + pick(task["group"], 200, task["in_dtype"])
     used: list[tuple[int, int, int]] = []
-    for _ in range(2):
+    while True:
         order = _pin_order(alive, shapes)
         if not order:
             return alive[:1], used
+        if len(used) == 2:  # two settling shapes and they still part: ambiguous
+            return alive, used
         sh = next((x for x, _ in order if x not in used), order[0][0])
         ok, _ = verify_draws(bk, alive, *sh, seed=task["seed"] + 29 + sh[2], draws=SETTLE_DRAWS, cells=SETTLE_CELLS)
         used.append(sh)
         alive = [d for d, o in zip(alive, ok, strict=True) if o]
         if len(alive) <= 1:
             return alive, used
-    return (alive[:1] if not _pin_order(alive, shapes) else alive), used
 
 
 def refinements(desc: Any) -> list[tuple[Any, str]]:

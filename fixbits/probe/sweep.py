@@ -93,6 +93,8 @@ def collect(lt: Any, todo: list[Case], dtypes: list[str], out_dtype: str, draws:
 
     One host sync per case (the sampled cells of all draws come back together). ``matmul``
     replaces lt.matmul (a CPU dry run passes the emulator)."""
+    if not 0 <= draw_seed < 32:
+        raise ValueError(f"draw_seed={draw_seed}: seeds() keeps 31 bits, so draw_seed is one of 0..31")
     import torch
 
     from fixbits.probe.hashdraw import operand

@@ -1179,10 +1179,8 @@ class PTXWalk(Walk):
         if lane is not None:
             # an integer of thread bits read from one fixed lane of the full warp (the
             # warp-uniform warp id idiom): the same form with the lane bits of that lane
-            v = a.poly
-            assert v is not None
-            for i in range(5):
-                v = v.substitute(f"tx{i}", Poly.const((lane >> i) & 1))
+            assert a.poly is not None
+            v = a.poly.assign_bits({f"tx{i}": (lane >> i) & 1 for i in range(5)})
             self.write(ins, dsts[0], int_node(v))
             if len(dsts) > 1:
                 self.write(ins, dsts[1], TRUE)
