@@ -510,6 +510,17 @@ SETTLE_DRAWS = 8  # per shape; H200 s13: a reading with the wrong K-loop step mi
 SETTLE_CELLS = 32
 
 
+def _settle_kinds(out_dtype: str) -> tuple[str, ...]:
+    """Draw kinds for settling: a narrow output rounds away the fp32 ulps by which readings part
+    on ordinary and wide draws (s14/n14: seven fp16->fp16 answers left ambiguous), so its draws
+    are mostly spike draws (fixbits.probe.spikes)."""
+    from fixbits.probe import spikes
+
+    if out_dtype in ("fp16", "bf16"):
+        return (spikes.KIND, spikes.KIND, "ordinary", "wide")
+    return ("ordinary", "wide")
+
+
 def _settle(bk: Any, alive: list[Any], task: dict[str, Any]) -> tuple[list[Any], list[tuple[int, int, int]]]:
     """(readings left, shapes drawn on): readings that survived the prediction draws yet differ
     on some shape of the answer are held to more draws and cells where they part most. Phase B
@@ -528,7 +539,8 @@ def _settle(bk: Any, alive: list[Any], task: dict[str, Any]) -> tuple[list[Any],
         if len(used) == 2:  # two settling shapes and they still part: ambiguous
             return alive, used
         sh = next((x for x, _ in order if x not in used), order[0][0])
-        ok, _ = verify_draws(bk, alive, *sh, seed=task["seed"] + 29 + sh[2], draws=SETTLE_DRAWS, cells=SETTLE_CELLS)
+        ok, _ = verify_draws(bk, alive, *sh, seed=task["seed"] + 29 + sh[2], draws=SETTLE_DRAWS, cells=SETTLE_CELLS,
+                             kinds=_settle_kinds(alive[0].out_dtype))
         used.append(sh)
         alive = [d for d, o in zip(alive, ok, strict=True) if o]
         if len(alive) <= 1:

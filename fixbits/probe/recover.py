@@ -237,6 +237,17 @@ def _draw(shape: tuple[int, int], dtype: str, kind: str, seed: int) -> np.ndarra
     return draw(shape, dtype, kind, seed)
 
 
+def _draw_pair(m: int, n: int, k: int, dtype: str, kind: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A and B of one host draw; a spike draw is an ordinary one with its pairs planted."""
+    from fixbits.probe import spikes
+
+    base = "ordinary" if kind == spikes.KIND else kind
+    a, b = _draw((m, k), dtype, base, seed), _draw((k, n), dtype, base, seed + 1)
+    if kind == spikes.KIND:
+        a, b = spikes.plant(a.copy(), b.copy(), seed, dtype)
+    return a, b
+
+
 def _sample(n: int, count: int, rng: np.random.Generator) -> list[int]:
     if n <= count:
         return list(range(n))
@@ -245,10 +256,11 @@ def _sample(n: int, count: int, rng: np.random.Generator) -> list[int]:
 
 
 def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *, seed: int, draws: int,
-                 cells: int = 8) -> tuple[list[bool], int]:
-    """Each desc against the black box on ``draws`` fresh ordinary + wide draws (sampled cells:
-    outputs are independent, so emulating only the sampled rows and columns is exact there).
-    A backend with ``draw_sampled`` draws on its device and returns only those cells."""
+                 cells: int = 8, kinds: tuple[str, ...] = ("ordinary", "wide")) -> tuple[list[bool], int]:
+    """Each desc against the black box on ``draws`` fresh draws, their kinds taken in turn from
+    ``kinds`` (sampled cells: outputs are independent, so emulating only the sampled rows and
+    columns is exact there). A backend with ``draw_sampled`` draws on its device and returns
+    only those cells. ``spikes.KIND`` plants ±L pairs into ordinary draws (narrow outputs)."""
     from fixbits.cublas.backend import cells_for
     from fixbits.emulate import emulate
     from fixbits.numerics.formats import bits
@@ -260,7 +272,7 @@ def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *,
     cells = cells_for(k, cells)
     sampled = getattr(backend, "draw_sampled", None)
     for i in range(draws):
-        kind = ("ordinary", "wide")[i % 2]
+        kind = kinds[i % len(kinds)]
         rows, cols = _sample(m, cells, rng), _sample(n, cells, rng)
         if sampled is not None:
             try:
@@ -270,8 +282,7 @@ def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *,
                     raise
                 sampled = None
         if sampled is None:
-            a = _draw((m, k), in_dtype, kind, seed * 1000 + 2 * i)
-            b = _draw((k, n), in_dtype, kind, seed * 1000 + 2 * i + 1)
+            a, b = _draw_pair(m, n, k, in_dtype, kind, seed * 1000 + 2 * i)
             got = backend.gemm(a, b)[np.ix_(rows, cols)]
             a_r, b_c = a[rows], b[:, cols]
         done += 1
