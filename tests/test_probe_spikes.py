@@ -50,3 +50,24 @@ def test_the_plant_cancels_and_is_the_same_on_numpy_and_torch() -> None:
 def test_unsupported_dtype_is_named() -> None:
     with pytest.raises(ValueError, match="fp32.*supported: fp16, bf16"):
         spikes.plant(np.zeros((1, 4)), np.zeros((4, 1)), 0, "fp32")
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_sweep_redraws_a_spike_draw_cell_for_cell(dtype: str) -> None:
+    """The CPU check rebuilds the sampled rows and columns of a device spike draw exactly."""
+    torch = pytest.importorskip("torch")
+    from fixbits.probe.sweep import device_operands, draw_kinds, sampled_operands, seeds
+
+    assert spikes.KIND in draw_kinds(dtype) and spikes.KIND not in draw_kinds("fp32")
+    m, n, k = 9, 7, 333
+    sa, sb = seeds(41, 2)
+    a, b = device_operands(m, n, k, dtype, spikes.KIND, sa, sb, "cpu")
+    rows, cols = [0, 3, 8], [1, 6]
+    rec = {"m": m, "n": n, "k": k, "dtype": dtype,
+           "draws": [{"kind": spikes.KIND, "seeds": [sa, sb], "rows": rows, "cols": cols}]}  # fmt: skip
+    a_r, b_c, sizes = sampled_operands(rec)
+    assert sizes == [(3, 2)]
+    want_a, want_b = a[rows].float().numpy(), b[:, cols].float().numpy()
+    assert np.array_equal(a_r.astype(np.float32).view(np.int32), want_a.view(np.int32))
+    assert np.array_equal(b_c.astype(np.float32).view(np.int32), want_b.view(np.int32))
+    assert np.count_nonzero(want_a == 2.0 ** (15 if dtype == "fp16" else 20)) >= 8 * 3, "no spike planted"

@@ -23,6 +23,25 @@ from typing import Any
 import numpy as np
 
 DRAW_KINDS = ("ordinary", "wide")
+# fp16 / bf16 outputs round away most one-ulp regroupings on ordinary and wide draws (a wrong
+# K-loop step passes them): every third draw of theirs is a spike draw (fixbits.probe.spikes)
+NARROW_DRAW_KINDS = ("ordinary", "wide", "spike")
+
+
+def draw_kinds(out_dtype: str) -> tuple[str, ...]:
+    return NARROW_DRAW_KINDS if out_dtype in ("fp16", "bf16") else DRAW_KINDS
+
+
+def device_operands(m: int, n: int, k: int, dtype: str, kind: str, sa: int, sb: int, device: str) -> tuple[Any, Any]:
+    """A and B of one sweep draw on ``device`` (sampled_operands redraws their cells on the CPU)."""
+    from fixbits.probe import spikes
+    from fixbits.probe.hashdraw import operand
+
+    base = "ordinary" if kind == spikes.KIND else kind
+    a, b = operand((m, k), dtype, base, sa, device), operand((k, n), dtype, base, sb, device)
+    if kind == spikes.KIND:
+        spikes.plant(a, b, sa, dtype)
+    return a, b
 
 
 @dataclass(frozen=True)
@@ -97,9 +116,9 @@ def collect(lt: Any, todo: list[Case], dtypes: list[str], out_dtype: str, draws:
         raise ValueError(f"draw_seed={draw_seed}: seeds() keeps 31 bits, so draw_seed is one of 0..31")
     import torch
 
-    from fixbits.probe.hashdraw import operand
     from fixbits.probe.profile import answer_key
 
+    kinds = draw_kinds(out_dtype)
     mm = matmul or (lambda a, b: lt.matmul(a, b, out_dtype))
     d_out = out_dir / "sweep_samples"
     d_out.mkdir(parents=True, exist_ok=True)
@@ -147,10 +166,8 @@ def collect(lt: Any, todo: list[Case], dtypes: list[str], out_dtype: str, draws:
                 cells = cells_per_draw(k)
                 picks, got = [], []
                 for d in range(draws):
-                    kind = DRAW_KINDS[d % 2]
                     sa, sb = seeds(cs, d)
-                    a = operand((m, k), dt, kind, sa, device)
-                    b = operand((k, n), dt, kind, sb, device)
+                    a, b = device_operands(m, n, k, dt, kinds[d % len(kinds)], sa, sb, device)
                     out = mm(a, b)
                     del a, b
                     rows, cols = _sample(m, cells, rng), _sample(n, cells, rng)
@@ -160,7 +177,7 @@ def collect(lt: Any, todo: list[Case], dtypes: list[str], out_dtype: str, draws:
                     picks.append((rows, cols))
                     del out
                 vals = torch.cat(got).cpu().numpy().astype(np.float32)  # one sync per case
-                rec["draws"] = [{"kind": DRAW_KINDS[d % 2], "seeds": list(seeds(cs, d)), "rows": r, "cols": cc}
+                rec["draws"] = [{"kind": kinds[d % len(kinds)], "seeds": list(seeds(cs, d)), "rows": r, "cols": cc}
                                 for d, (r, cc) in enumerate(picks)]
                 rec["got"] = vals.view(np.uint32).tolist()
                 counts["cases"] += 1
@@ -226,13 +243,20 @@ def _tail_variant(desc: Any) -> Any:
 def sampled_operands(rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
     """A's sampled rows and B's sampled columns of every draw of a collected case (or a dump's
     meta), concatenated, and each draw's (rows, cols): rebuilt on the CPU from the seeds."""
+    from fixbits.probe import spikes
     from fixbits.probe.hashdraw import numpy_cols, numpy_rows
 
     m, n, k, dt = rec["m"], rec["n"], rec["k"], rec["dtype"]
     a_parts, b_parts, sizes = [], [], []
     for d in rec["draws"]:
-        a_parts.append(numpy_rows((m, k), d["rows"], dt, d["kind"], d["seeds"][0]))
-        b_parts.append(numpy_cols((k, n), d["cols"], dt, d["kind"], d["seeds"][1]))
+        spike = d["kind"] == spikes.KIND
+        base = "ordinary" if spike else d["kind"]
+        a_r = numpy_rows((m, k), d["rows"], dt, base, d["seeds"][0])
+        b_c = numpy_cols((k, n), d["cols"], dt, base, d["seeds"][1])
+        if spike:  # the plant touches whole columns of A and rows of B: the sampled ones are exact
+            a_r, b_c = spikes.plant(a_r, b_c, d["seeds"][0], dt)
+        a_parts.append(a_r)
+        b_parts.append(b_c)
         sizes.append((len(d["rows"]), len(d["cols"])))
     return np.concatenate(a_parts, axis=0), np.concatenate(b_parts, axis=1), sizes
 
