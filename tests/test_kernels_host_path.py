@@ -140,6 +140,13 @@ CONFIGS = {
     "tma persistent": KernelConfig(
         BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3, USE_TMA=1, PERSISTENT=1
     ),
+    "tma store": KernelConfig(
+        BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=1, USE_TMA=1, TMA_STORE=1
+    ),
+    "tma store persistent": KernelConfig(
+        BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, USE_TMA=1, PERSISTENT=1,
+        TMA_STORE=1,
+    ),
 }
 EPILOGUES = {
     "none": (),
@@ -289,7 +296,9 @@ def test_shape_candidates_follow_n_and_k() -> None:
     assert decode[0].SWAP_AB and decode[0].BLOCK_N == 16
     assert all(c.BLOCK_N <= 16 for c in decode if c.SWAP_AB)
     lora = shape_space(2048, 8192, 8)
-    assert not any(c.USE_TMA for c in lora) and any(c.num_stages == 2 for c in lora)
+    # no TMA loads for LoRA (one residue turn): USE_TMA there only carries a TMA store's descriptor
+    assert not any(c.USE_TMA and not c.TMA_STORE for c in lora) and any(c.num_stages == 2 for c in lora)
+    assert any(c.TMA_STORE for c in shape_space(16384, 7168, 64))
     big = shape_space(16384, 8192, 16384)
     assert big[0].PERSISTENT and all(c.BLOCK_K == 64 for c in big)
     assert shape_space(16384, 8192, 16384, limit=3) == big[:3]
@@ -317,3 +326,72 @@ def test_the_launch_cache_keeps_no_operand_alive(cfg: str) -> None:
     _launches(lambda: refs.extend(run()))
     gc.collect()
     assert all(r() is None for r in refs)
+
+
+def test_a_tma_store_launch_passes_an_output_descriptor_and_follows_its_alignment() -> None:
+    """TMA_STORE: the cached path passes a descriptor of each call's fresh output (rebuilt from the
+    first one's fields); an output whose row pitch is off 16 bytes gets the masked-store kernel,
+    as on the reference path."""
+    from fixbits.kernels.matmul import matmul
+    from fixbits.kernels.single_pass import tile_matmul
+
+    cfg = CONFIGS["tma store"]
+    t = _tensors()
+    got = _launches(lambda: [matmul(t["a"], t["b"], desc=TC, config=cfg) for _ in range(2)])
+    descs = [[x for x in args if hasattr(x, "block_shape")] for _, _, _, args in got]
+    assert [[tuple(d.block_shape) for d in ds] for ds in descs] == [[(128, 64), (64, 128), (128, 128)]] * 2
+    assert all(tuple(ds[2].shape) == (M, N) and ds[2].base.shape == (M, N) for ds in descs)
+    # N = 100: B^T (N, K) is TMA-able, the (M, 100) fp16 output's pitch (200 bytes) is not
+    odd = _tensors(n=100, b_t=True)
+    ref = _launches(lambda: tile_matmul(odd["a"], odd["b"], TC, config=cfg))
+    got = _launches(lambda: [matmul(odd["a"], odd["b"], desc=TC, config=cfg) for _ in range(2)])
+    assert [h for h, *_ in got] == [ref[0][0]] * 2
+    assert [sum(hasattr(x, "block_shape") for x in args) for *_, args in ref + got] == [2, 2, 2]
+    plain = _launches(
+        lambda: tile_matmul(odd["a"], odd["b"], TC, config=KernelConfig(**{**cfg.to_dict(), "TMA_STORE": 0}))
+    )
+    assert plain[0][0] == ref[0][0]
+
+
+def test_every_config_label_round_trips() -> None:
+    from fixbits.kernels.tuning import equivalence_space, tensor_core_classes
+
+    cfgs = [c for cls in tensor_core_classes() for c in (cls.default, *cls.space)]
+    cfgs += [KernelConfig.from_dict(raw) for raw in equivalence_space("tensor_core")]
+    cfgs.append(KernelConfig(64, 32, 128, 1, 2, 5, GROUPS=4, USE_TMA=1, PERSISTENT=2, SWAP_AB=1, TMA_STORE=1))
+    assert any(c.TMA_STORE for c in cfgs)
+    for c in cfgs:
+        assert KernelConfig.from_label(c.label()) == c, c.label()
+        assert c.label().endswith("_ts") == bool(c.TMA_STORE)
+    with pytest.raises(ValueError):
+        KernelConfig.from_label("128x128x64_g8_w4_s1_G1_ts_tma")
+
+
+def test_shared_memory_step_down_drops_the_tma_store_last() -> None:
+    from triton.runtime.errors import OutOfResources
+
+    from fixbits.kernels._host import SharedMemoryStepDown, fewer_stages
+
+    oom = OutOfResources(300000, 232448, "shared memory")
+    cfg = KernelConfig(BLOCK_M=256, BLOCK_N=256, num_stages=2, USE_TMA=1, TMA_STORE=1)
+    with pytest.warns(SharedMemoryStepDown):
+        one = fewer_stages(cfg, oom)
+        assert (one.num_stages, one.TMA_STORE) == (1, 1)
+        none = fewer_stages(one, oom)
+        assert (none.num_stages, none.TMA_STORE) == (1, 0)
+    with pytest.raises(OutOfResources):
+        fewer_stages(none, oom)
+
+
+def test_a_seeded_winner_competes_with_its_tma_store_twin() -> None:
+    """Winners tuned before TMA_STORE existed are timed next to the same tile stored by TMA."""
+    from fixbits.kernels._host import KernelConfig
+    from fixbits.kernels.tuning import candidates
+
+    seed = KernelConfig(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=1)
+    swapped = KernelConfig(BLOCK_M=128, BLOCK_N=16, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4, SWAP_AB=1)
+    got = candidates(16384, 7168, 64, 2, (seed,))
+    assert got[0] == seed and got[1].TMA_STORE == 1 and got[1].USE_TMA == 1
+    assert got[1].BLOCK_M == 64 and got[1].BLOCK_N == 128
+    got = candidates(16, 4096, 4096, 1, (swapped,))
+    assert got[0] == swapped and not any(c.TMA_STORE and c.SWAP_AB for c in got), "a swapped call has no TMA store"

@@ -38,6 +38,10 @@ class KernelConfig:
     USE_TMA: int = 0  # load whole turns through tensor descriptors (sm_90 TMA) when possible
     PERSISTENT: int = 0  # with USE_TMA: a persistent grid of PERSISTENT programs per SM
     SWAP_AB: int = 0  # compute C^T = B^T A^T (BLOCK_M then tiles N): thin-M shapes get wgmma's M=64
+    # with USE_TMA: write the output tile by one TMA bulk store (a descriptor of the output)
+    # instead of a masked st.global; the same values. Its BLOCK_M x BLOCK_N staging tile reuses
+    # the K loop's shared memory, except in the persistent kernel (one more tile there)
+    TMA_STORE: int = 0
 
     def label(self) -> str:
         return (
@@ -46,7 +50,23 @@ class KernelConfig:
             + ("_tma" if self.USE_TMA else "")
             + (f"_p{self.PERSISTENT}" if self.PERSISTENT else "")
             + ("_swap" if self.SWAP_AB else "")
+            + ("_ts" if self.TMA_STORE else "")
         )
+
+    @classmethod
+    def from_label(cls, label: str) -> KernelConfig:
+        """The config ``label()`` names (label() keeps every field, so this round-trips)."""
+        import re
+
+        m = re.fullmatch(
+            r"(\d+)x(\d+)x(\d+)_g(\d+)_w(\d+)_s(\d+)_G(\d+)(_tma)?(?:_p(\d+))?(_swap)?(_ts)?", label
+        )
+        if m is None:
+            raise ValueError(f"{label!r} is not a KernelConfig label")
+        bm, bn, bk, g, w, st, gr, tma, p, swap, ts = m.groups()
+        return cls(BLOCK_M=int(bm), BLOCK_N=int(bn), BLOCK_K=int(bk), GROUP_M=int(g), num_warps=int(w),
+                   num_stages=int(st), GROUPS=int(gr), USE_TMA=int(bool(tma)), PERSISTENT=int(p or 0),
+                   SWAP_AB=int(bool(swap)), TMA_STORE=int(bool(ts)))  # fmt: skip
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -207,8 +227,9 @@ class SharedMemoryStepDown(UserWarning):
 
 def fewer_stages(cfg: KernelConfig, exc: Exception) -> KernelConfig:
     """The config to run after ``exc``: one pipeline stage fewer when ``exc`` is Triton's
-    shared-memory OutOfResources and a stage can go, else ``exc`` is raised. Stages only overlap
-    loads with MMAs, so the bytes are the same; a body that holds more buffers per stage
+    shared-memory OutOfResources and a stage can go (at one stage, no TMA store), else ``exc``
+    is raised. Stages only overlap loads with MMAs and the TMA store writes the values the
+    masked store writes, so the bytes are the same; a body that holds more buffers per stage
     (instruction_k=8 on sm_90 keeps two copies of each turn) keeps the tuning space usable.
     Warns SharedMemoryStepDown so a test can insist that a config fits as given."""
     import dataclasses
@@ -216,9 +237,16 @@ def fewer_stages(cfg: KernelConfig, exc: Exception) -> KernelConfig:
 
     from triton.runtime.errors import OutOfResources
 
-    if not isinstance(exc, OutOfResources) or "shared memory" not in str(exc) or cfg.num_stages <= 1:
+    if not isinstance(exc, OutOfResources) or "shared memory" not in str(exc):
         raise exc
-    smaller = dataclasses.replace(cfg, num_stages=cfg.num_stages - 1)
+    if cfg.num_stages > 1:
+        smaller = dataclasses.replace(cfg, num_stages=cfg.num_stages - 1)
+    elif cfg.TMA_STORE:
+        # the store tile (BLOCK_M x BLOCK_N outputs) is the last shared buffer a knob can drop;
+        # Triton reuses the pipeline's buffers for it, so this is rare (256x256 fp32 outputs)
+        smaller = dataclasses.replace(cfg, TMA_STORE=0)
+    else:
+        raise exc
     warnings.warn(f"{cfg.label()}: {exc}; running {smaller.label()}", SharedMemoryStepDown, stacklevel=3)
     return smaller
 

@@ -225,15 +225,12 @@ def apply_op(
 
 
 @triton.jit
-def epilogue_store(
+def epilogue_ops(
     acc,
-    out_ptr,
+    mask,
     rm,
     rn,
-    M,
     N,
-    stride_om,
-    stride_on,
     bias_ptr,
     res_ptr,
     gate_ptr,
@@ -252,8 +249,8 @@ def epilogue_store(
     OUT: tl.constexpr,
     GELU_TANH_FMA: tl.constexpr,
 ):
-    """Round the fp32 GEMM value to OUT, run the fused ops in order, store."""
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    """Round the fp32 GEMM value to OUT and run the fused ops in order (values fp32, each
+    already rounded to OUT); ``mask`` (rows < M, cols < N) guards the ops' tensor loads."""
     x = round_to(acc, OUT)
     x = apply_op(
         x,
@@ -327,6 +324,80 @@ def epilogue_store(
         OUT,
         GELU_TANH_FMA,
     )
+    return x
+
+
+@triton.jit
+def epilogue_value(
+    acc,
+    out_ptr,
+    rm,
+    rn,
+    M,
+    N,
+    bias_ptr,
+    res_ptr,
+    gate_ptr,
+    stride_rm,
+    stride_rn,
+    stride_gm,
+    stride_gn,
+    ep_scale0,
+    ep_scale1,
+    ep_scale2,
+    ep_scale3,
+    EP0: tl.constexpr,
+    EP1: tl.constexpr,
+    EP2: tl.constexpr,
+    EP3: tl.constexpr,
+    OUT: tl.constexpr,
+    GELU_TANH_FMA: tl.constexpr,
+):
+    """The tile epilogue_store stores, in the output element type (``out_ptr`` only gives the
+    type): for a store that clips at the bounds itself (a TMA store of the whole tile). Rows >=
+    M and cols >= N hold values of wrapped rows that must not be written."""
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = epilogue_ops(
+        acc, mask, rm, rn, N, bias_ptr, res_ptr, gate_ptr, stride_rm, stride_rn, stride_gm, stride_gn,
+        ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
+    )  # fmt: skip
+    return x.to(out_ptr.dtype.element_ty)
+
+
+@triton.jit
+def epilogue_store(
+    acc,
+    out_ptr,
+    rm,
+    rn,
+    M,
+    N,
+    stride_om,
+    stride_on,
+    bias_ptr,
+    res_ptr,
+    gate_ptr,
+    stride_rm,
+    stride_rn,
+    stride_gm,
+    stride_gn,
+    ep_scale0,
+    ep_scale1,
+    ep_scale2,
+    ep_scale3,
+    EP0: tl.constexpr,
+    EP1: tl.constexpr,
+    EP2: tl.constexpr,
+    EP3: tl.constexpr,
+    OUT: tl.constexpr,
+    GELU_TANH_FMA: tl.constexpr,
+):
+    """Round the fp32 GEMM value to OUT, run the fused ops in order, store (masked)."""
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = epilogue_ops(
+        acc, mask, rm, rn, N, bias_ptr, res_ptr, gate_ptr, stride_rm, stride_rn, stride_gm, stride_gn,
+        ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
+    )  # fmt: skip
     tl.store(
         out_ptr + rm[:, None] * stride_om + rn[None, :] * stride_on, x.to(out_ptr.dtype.element_ty), mask=mask
     )

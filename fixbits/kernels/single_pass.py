@@ -30,7 +30,7 @@ from fixbits.kernels._host import (
     torch_dtype,
 )
 from fixbits.kernels._tensorcore import chain, chain_fast_tma, tile_coords
-from fixbits.kernels.epilogue import epilogue_store
+from fixbits.kernels.epilogue import epilogue_store, epilogue_value
 from fixbits.kernels.launch import DirectLaunch
 from fixbits.kernels.plan import UnsupportedDesc
 
@@ -43,7 +43,7 @@ FAMILY = "single_pass"
 @triton.jit
 def _single_pass_kernel(
     a_ptr, b_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr,
-    stride_rm, stride_rn, stride_gm, stride_gn, a_desc, b_desc,
+    stride_rm, stride_rn, stride_gm, stride_gn, a_desc, b_desc, c_desc,
     M, N, K, sam, sak, sbk, sbn, som, son,
     ep_scale0, ep_scale1, ep_scale2, ep_scale3,
     STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, PROMO: tl.constexpr, GROUPS: tl.constexpr,
@@ -51,7 +51,7 @@ def _single_pass_kernel(
     EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
     OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_STAGES: tl.constexpr, USE_TMA: tl.constexpr, B_TRANS: tl.constexpr,
+    NUM_STAGES: tl.constexpr, USE_TMA: tl.constexpr, B_TRANS: tl.constexpr, TMA_STORE: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     pid_m, pid_n = tile_coords(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -70,24 +70,32 @@ def _single_pass_kernel(
         acc = chain(
             acc, a_rows, b_cols, 0, K, sak, sbk, STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, NUM_STAGES
         )
-    epilogue_store(
-        acc, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
-        stride_rm, stride_rn, stride_gm, stride_gn,
-        ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
-    )  # fmt: skip
+    if TMA_STORE:
+        # the same tile value, written by one TMA bulk store that clips rows >= M, cols >= N
+        x = epilogue_value(
+            acc, out_ptr, rm, rn, M, N, bias_ptr, res_ptr, gate_ptr, stride_rm, stride_rn, stride_gm, stride_gn,
+            ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
+        )  # fmt: skip
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], x)
+    else:
+        epilogue_store(
+            acc, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
+            stride_rm, stride_rn, stride_gm, stride_gn,
+            ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
+        )  # fmt: skip
 
 
 @triton.jit
 def _single_pass_persistent_kernel(
     a_ptr, b_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr,
-    stride_rm, stride_rn, stride_gm, stride_gn, a_desc, b_desc,
+    stride_rm, stride_rn, stride_gm, stride_gn, a_desc, b_desc, c_desc,
     M, N, K, sam, sak, sbk, sbn, som, son, num_programs,
     ep_scale0, ep_scale1, ep_scale2, ep_scale3,
     STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, RES_FIRST: tl.constexpr,
     EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
     OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_STAGES: tl.constexpr, B_TRANS: tl.constexpr,
+    NUM_STAGES: tl.constexpr, B_TRANS: tl.constexpr, TMA_STORE: tl.constexpr,
 ):  # fmt: skip
     """Persistent grid over output tiles, TMA body: each tile's chain is exactly the one of
     _single_pass_kernel (fast accumulation), only the program that computes it changes."""
@@ -102,11 +110,18 @@ def _single_pass_persistent_kernel(
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
                              STEP, IK, HWK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
-        epilogue_store(
-            acc, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
-            stride_rm, stride_rn, stride_gm, stride_gn,
-            ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
-        )  # fmt: skip
+        if TMA_STORE:
+            x = epilogue_value(
+                acc, out_ptr, rm, rn, M, N, bias_ptr, res_ptr, gate_ptr, stride_rm, stride_rn, stride_gm, stride_gn,
+                ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
+            )  # fmt: skip
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], x)
+        else:
+            epilogue_store(
+                acc, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
+                stride_rm, stride_rn, stride_gm, stride_gn,
+                ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
+            )  # fmt: skip
 
 
 _SMS: dict[int, int] = {}
@@ -151,32 +166,36 @@ def launch_tile_kernel(
     *,
     gelu_tanh_fma: bool = True,
 ) -> Any:
+    swapped = False
     if cfg.SWAP_AB:
         # C^T = B^T A^T: every output element keeps its products and their k order, only the
         # tile that computes it moves, so the bytes are the same (a speed knob, like BLOCK_M)
         sep = swapped_epilogue(ep, a.shape[0], b.shape[1])
         if sep is not None:
             a, b, out, ep = b.t(), a.t(), out.t(), sep
+            swapped = True
         cfg = dataclasses.replace(cfg, SWAP_AB=0)
     m, n, k = a.shape[0], b.shape[1], a.shape[1]
     tiles = triton.cdiv(m, cfg.BLOCK_M) * triton.cdiv(n, cfg.BLOCK_N)
     grid = (tiles,)
     a_desc, b_desc, b_trans = tma_descriptors(desc, a, b, cfg)
+    # the TMA store rides the TMA route only; a swapped call writes C^T (column-major): masked store
+    c_desc = out_descriptor(out, cfg) if a_desc is not None and not swapped else None
     if cfg.PERSISTENT and a_desc is not None:
         progs = min(tiles, num_sms(a.device) * cfg.PERSISTENT)
         return _single_pass_persistent_kernel[(progs,)](
-            a, b, out, *ep.kernel_args(out), a_desc, b_desc,
+            a, b, out, *ep.kernel_args(out), a_desc, b_desc, c_desc,
             m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1), progs,
             *ep.plan.scales,
             STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), RES_FIRST=desc.residue == "first",
             EP0=ep.plan.codes[0], EP1=ep.plan.codes[1], EP2=ep.plan.codes[2], EP3=ep.plan.codes[3],
             OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
             BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
-            NUM_STAGES=cfg.num_stages, B_TRANS=b_trans,
+            NUM_STAGES=cfg.num_stages, B_TRANS=b_trans, TMA_STORE=c_desc is not None,
             num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
         )  # fmt: skip
     return _single_pass_kernel[grid](
-        a, b, out, *ep.kernel_args(out), a_desc, b_desc,
+        a, b, out, *ep.kernel_args(out), a_desc, b_desc, c_desc,
         m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
         *ep.plan.scales,
         STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), PROMO=promo_of(desc), GROUPS=groups_for(desc, cfg),
@@ -184,7 +203,7 @@ def launch_tile_kernel(
         EP0=ep.plan.codes[0], EP1=ep.plan.codes[1], EP2=ep.plan.codes[2], EP3=ep.plan.codes[3],
         OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
-        NUM_STAGES=cfg.num_stages, USE_TMA=a_desc is not None, B_TRANS=b_trans,
+        NUM_STAGES=cfg.num_stages, USE_TMA=a_desc is not None, B_TRANS=b_trans, TMA_STORE=c_desc is not None,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
     )  # fmt: skip
 
@@ -202,21 +221,30 @@ def tma_descriptors(
         or (require_cuda and a.device.type not in ("cuda", "meta"))  # meta: compile-only stand-ins
     ):
         return None, None, False
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    def ok(t: torch.Tensor) -> bool:
-        return t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
-
-    if not ok(a):
+    if not tma_ok(a):
         return None, None, False
-    if ok(b):
+    if tma_ok(b):
         return (TensorDescriptor.from_tensor(a, [cfg.BLOCK_M, cfg.BLOCK_K]),
                 TensorDescriptor.from_tensor(b, [cfg.BLOCK_K, cfg.BLOCK_N]), False)  # fmt: skip
     bt = b.t()
-    if ok(bt):
+    if tma_ok(bt):
         return (TensorDescriptor.from_tensor(a, [cfg.BLOCK_M, cfg.BLOCK_K]),
                 TensorDescriptor.from_tensor(bt, [cfg.BLOCK_N, cfg.BLOCK_K]), True)  # fmt: skip
     return None, None, False
+
+
+def tma_ok(t: torch.Tensor) -> bool:
+    """A tensor a TMA descriptor can cover: row-major, 16-byte aligned base and row pitch."""
+    return t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+
+
+def out_descriptor(out: torch.Tensor, cfg: KernelConfig) -> Any:
+    """The output's descriptor for TMA_STORE (block [BLOCK_M, BLOCK_N]; the bulk store clips at
+    the tensor's bounds, as the masked store does), or None: then the masked store writes the
+    same values. The caller asks only on the TMA route with the output not transposed."""
+    if not cfg.TMA_STORE or not tma_ok(out):
+        return None
+    return TensorDescriptor.from_tensor(out, [cfg.BLOCK_M, cfg.BLOCK_N])
 
 
 def check_family(desc: GEMMDesc, families: tuple[str, ...]) -> None:
@@ -322,12 +350,17 @@ def tile_launcher(
         NUM_STAGES=cfg.num_stages, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
     )  # fmt: skip
     plain = DirectLaunch(
-        _single_pass_kernel, (tiles,), dict(common, PROMO=promo, GROUPS=groups_for(desc, cfg), USE_TMA=False, B_TRANS=False)
+        _single_pass_kernel, (tiles,),
+        dict(common, PROMO=promo, GROUPS=groups_for(desc, cfg), USE_TMA=False, B_TRANS=False, TMA_STORE=False),
     )  # fmt: skip
     by_trans: dict[
-        bool, tuple[DirectLaunch, tuple[int, ...]]
-    ] = {}  # TMA launches by B_TRANS, settled at first use
+        tuple[bool, bool], tuple[DirectLaunch, tuple[int, ...]]
+    ] = {}  # TMA launches by (B_TRANS, TMA store), settled at first use
     tma: list[Any] = []  # (A descriptor fields, B descriptor fields, B_TRANS) of the first TMA launch
+    # TMA_STORE: the output is a fresh row-major (m, n) tensor, never transposed unless swapped;
+    # its pitch is fixed here, its base is checked per call (an unaligned one: the masked store)
+    store_tma = bool(cfg.TMA_STORE) and not swap and (n * odt.itemsize) % 16 == 0
+    c_fields: list[Any] = []  # the output descriptor's fields, from the first TMA store
     scales = plan.scales
     need_bias, need_res, need_gate = plan.needs_bias, plan.needs_residual, plan.needs_gate
     mn = (m, n)
@@ -381,12 +414,21 @@ def tile_launcher(
                     # the fields only: keeping `base` would keep the first call's operands alive
                     tma.extend((_fields(a_desc), _fields(b_desc), b_trans))
             if a_desc is not None:
-                hit = by_trans.get(b_trans)
+                c_desc = None
+                if store_tma:
+                    if c_fields and out.data_ptr() % 16 == 0:
+                        c_desc = new_desc(c_fields[0], out)  # RawRun keeps the encoded map per base
+                    elif not c_fields:
+                        c_desc = out_descriptor(out, cfg)
+                        if c_desc is not None:
+                            c_fields.append(_fields(c_desc))
+                key = (b_trans, c_desc is not None)
+                hit = by_trans.get(key)
                 if hit is None:
-                    hit = by_trans[b_trans] = _tma_launch(cfg, common, tiles, b_trans, device_index)
+                    hit = by_trans[key] = _tma_launch(cfg, common, tiles, b_trans, device_index, key[1])
                 fn, extra = hit
-                fn(a, b, o, bs, r, gt, rs0, rs1, gs0, gs1, a_desc, b_desc, km, kn, k, sam, sak, sbk, sbn, som, son,
-                   *extra, *scales)  # fmt: skip
+                fn(a, b, o, bs, r, gt, rs0, rs1, gs0, gs1, a_desc, b_desc, c_desc, km, kn, k, sam, sak, sbk, sbn,
+                   som, son, *extra, *scales)  # fmt: skip
                 return out
         plain(
             a,
@@ -399,6 +441,7 @@ def tile_launcher(
             rs1,
             gs0,
             gs1,
+            None,
             None,
             None,
             km,
@@ -418,13 +461,15 @@ def tile_launcher(
 
 
 def _tma_launch(
-    cfg: KernelConfig, common: dict[str, Any], tiles: int, b_trans: bool, device_index: int
+    cfg: KernelConfig, common: dict[str, Any], tiles: int, b_trans: bool, device_index: int, tma_store: bool
 ) -> tuple[DirectLaunch, tuple[int, ...]]:
-    """The TMA launch of tile_launcher: (launch, runtime arguments after the output strides)."""
+    """The TMA launch of tile_launcher: (launch, runtime arguments after the output strides).
+    One launch per (B_TRANS, TMA store): DirectLaunch's key does not see a None/descriptor swap."""
     if cfg.PERSISTENT:
         import torch
 
         progs = min(tiles, num_sms(torch.device("cuda", max(device_index, 0))) * cfg.PERSISTENT)
-        return DirectLaunch(_single_pass_persistent_kernel, (progs,), dict(common, B_TRANS=b_trans)), (progs,)
-    kw = dict(common, PROMO=0, GROUPS=0, USE_TMA=True, B_TRANS=b_trans)
+        kw = dict(common, B_TRANS=b_trans, TMA_STORE=tma_store)
+        return DirectLaunch(_single_pass_persistent_kernel, (progs,), kw), (progs,)
+    kw = dict(common, PROMO=0, GROUPS=0, USE_TMA=True, B_TRANS=b_trans, TMA_STORE=tma_store)
     return DirectLaunch(_single_pass_kernel, (tiles,), kw), ()

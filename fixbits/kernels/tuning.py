@@ -9,6 +9,7 @@ ranges) hold, the way triton.autotune keys on (M, N, K); the winner is kept per
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -123,14 +124,22 @@ def shape_space(m: int, n: int, k: int, limit: int = 0) -> tuple[KernelConfig, .
 def candidates(
     m: int, n: int, k: int, limit: int = 0, seeds: tuple[KernelConfig, ...] = ()
 ) -> tuple[KernelConfig, ...]:
-    """What ``tune`` times for a shape: ``seeds`` (earlier winners) first, then shape_space."""
-    out = list(seeds)
+    """What ``tune`` times for a shape: ``seeds`` (earlier winners) first, each followed by its
+    TMA-store twin (the same tile with the output written by TMA: winners tuned before the knob
+    existed get to compete with it), then shape_space."""
+    out = [x for c in seeds for x in (c, *_store_twin(c))]
     seen = {c.label() for c in out}
     for c in shape_space(m, n, k, limit):
         if c.label() not in seen:
             seen.add(c.label())
             out.append(c)
     return tuple(out)
+
+
+def _store_twin(c: KernelConfig) -> tuple[KernelConfig, ...]:
+    if c.SWAP_AB or c.TMA_STORE:  # a swapped call writes C^T: the masked store
+        return ()
+    return (dataclasses.replace(c, USE_TMA=1, TMA_STORE=1),)
 
 
 def load_seeds(path: Path) -> dict[tuple[int, int, int], KernelConfig]:
