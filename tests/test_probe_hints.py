@@ -165,3 +165,20 @@ def test_prediction_keeps_the_answers_own_reading_when_draws_cannot_separate(mon
     task = {"seed": 11, "prio": [], "group": group, "in_dtype": "fp16", "key": key, "from_keys": [key]}
     desc, used, note, src = R._predict(EmulatorBackend(SPLIT64), [SPLIT32], task, group[:1])
     assert desc == SPLIT32 and src == 0 and "kept this answer's own reading" in note, note
+
+
+def test_a_gemv_answer_with_a_capped_lane_tile_is_predicted_from_a_fixed_tile_hint() -> None:
+    """19 fp32 a13 answers deal lanes tiles of min(64, ceil(K / lanes)) (fitted offline from H200
+    cells in s12/s13): phase B now reaches them from a fixed-tile hint of the same algorithm."""
+    from fixbits.backends import EmulatorBackend
+
+    fixed = GEMV.replace(k_cuts=(KCut("strided", count=16, span=64, merge="butterfly_down"),))
+    truth = GEMV.replace(k_cuts=(KCut("strided", count=16, span=64, span_rule="capped", merge="butterfly_down"),))
+    assert truth in R._lane_variants(fixed)
+    shapes = [(3, 5, 300), (3, 5, 700)]  # K / 16 lanes < 64: the capped tile is narrower there
+    assert not equivalent_on(fixed, truth, 300)
+    task = {"seed": 11, "prio": [], "group": shapes, "in_dtype": "fp16"}
+    desc, _, note, _ = R._predict(EmulatorBackend(truth), [fixed], task, shapes)
+    assert desc is not None, note
+    for k in (300, 700, 5000):
+        assert equivalent_on(desc, truth, k), (k, desc)

@@ -55,3 +55,16 @@ def test_no_refinement_when_none_explains_the_miss() -> None:
 def test_refinements_leave_cuts_without_a_count_alone() -> None:
     assert refinements(WG) == []
     assert refinements(WG.replace(k_cuts=(KCut("contiguous", span=256),))) == []
+
+
+def test_a_lane_tile_capped_past_the_probed_k_is_recovered() -> None:
+    """A probe at K = 300 reads 16 lanes dealt tiles of 19 (= ceil(300 / 16)); at K = 1300 the
+    tile is 64, capped (fp32 a13 answers on the H200, s12/s13): refine finds the capped rule."""
+    truth = FMA.replace(k_cuts=(KCut("strided", count=16, span=64, span_rule="capped", merge="butterfly_down"),))
+    probed = FMA.replace(k_cuts=(KCut("strided", count=16, span=19, merge="butterfly_down"),))
+    bk = EmulatorBackend(truth)
+    shapes = [(2, 3, 300), (2, 2, 1300)]
+    bad = _miss(bk, probed, shapes)
+    assert bad == ["2x2x1300"], f"seed={SEED}"
+    got = refine(bk, probed, shapes, bad, seed=SEED)
+    assert got is not None and got[0] == truth, f"seed={SEED}"

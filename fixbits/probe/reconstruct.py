@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 import traceback
@@ -284,6 +285,8 @@ def _lane_variants(desc: Any) -> list[Any]:
         # lanes dealt tiles of 1 or 64 (fp16 c75, bf16 c56) or contiguous slices (bf16 c92): H200 s2b
         for span in dict.fromkeys((c.span or 1, 1, 64)):
             cuts.append(KCut("strided", count=count, span=span, merge=merge))  # type: ignore[arg-type]
+        # tile 64 capped at ceil(K / lanes) (19 fp32 a13 answers, fitted from H200 cells in s12/s13)
+        cuts.append(KCut("strided", count=count, span=64, span_rule="capped", merge=merge))  # type: ignore[arg-type]
         cuts.append(KCut("contiguous", count=count, merge=merge))  # type: ignore[arg-type]
     return [desc.replace(k_cuts=desc.k_cuts[:idx] + (cut,) + desc.k_cuts[idx + 1:]) for cut in cuts if cut != c]
 
@@ -555,6 +558,13 @@ def refinements(desc: Any) -> list[tuple[Any, str]]:
     from fixbits.desc import KCut
 
     out: list[tuple[Any, str]] = []
+    for i, c in enumerate(desc.k_cuts):
+        # a GEMV lane tile read at one K as ceil(K / lanes) (or as 64) may be 64 capped at
+        # ceil(K / lanes): 19 fp32 a13 answers on the H200 (s12/s13 cells)
+        if c.layout == "strided" and c.count and c.span_rule != "capped" and c.merge != "chain":
+            cap = dataclasses.replace(c, span=64, span_rule="capped")
+            out.append((desc.replace(k_cuts=desc.k_cuts[:i] + (cap,) + desc.k_cuts[i + 1:]),
+                        f"lane tile 64 capped at ceil(K / {c.count})"))
     c0 = desc.k_cuts[0] if desc.k_cuts else None
     if c0 is None or c0.layout != "contiguous" or c0.count is None:
         return out
