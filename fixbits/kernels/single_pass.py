@@ -41,6 +41,29 @@ FAMILY = "single_pass"
 
 
 @triton.jit
+def _write_tile(
+    acc, out_ptr, c_desc, rm, rn, off_m, off_n, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
+    stride_rm, stride_rn, stride_gm, stride_gn, ep_scale0, ep_scale1, ep_scale2, ep_scale3,
+    EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
+    OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr, TMA_STORE: tl.constexpr,
+):  # fmt: skip
+    """The epilogue's tile, written by the masked store or, with TMA_STORE, by one TMA bulk store
+    of the same values (it clips rows >= M and cols >= N itself)."""
+    if TMA_STORE:
+        x = epilogue_value(
+            acc, out_ptr, rm, rn, M, N, bias_ptr, res_ptr, gate_ptr, stride_rm, stride_rn, stride_gm, stride_gn,
+            ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
+        )  # fmt: skip
+        c_desc.store([off_m, off_n], x)
+    else:
+        epilogue_store(
+            acc, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
+            stride_rm, stride_rn, stride_gm, stride_gn,
+            ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
+        )  # fmt: skip
+
+
+@triton.jit
 def _single_pass_kernel(
     a_ptr, b_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr,
     stride_rm, stride_rn, stride_gm, stride_gn, a_desc, b_desc, c_desc,
@@ -70,19 +93,11 @@ def _single_pass_kernel(
         acc = chain(
             acc, a_rows, b_cols, 0, K, sak, sbk, STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, NUM_STAGES
         )
-    if TMA_STORE:
-        # the same tile value, written by one TMA bulk store that clips rows >= M, cols >= N
-        x = epilogue_value(
-            acc, out_ptr, rm, rn, M, N, bias_ptr, res_ptr, gate_ptr, stride_rm, stride_rn, stride_gm, stride_gn,
-            ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
-        )  # fmt: skip
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], x)
-    else:
-        epilogue_store(
-            acc, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
-            stride_rm, stride_rn, stride_gm, stride_gn,
-            ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
-        )  # fmt: skip
+    _write_tile(
+        acc, out_ptr, c_desc, rm, rn, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
+        stride_rm, stride_rn, stride_gm, stride_gn, ep_scale0, ep_scale1, ep_scale2, ep_scale3,
+        EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA, TMA_STORE,
+    )  # fmt: skip
 
 
 @triton.jit
@@ -110,18 +125,11 @@ def _single_pass_persistent_kernel(
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
                              STEP, IK, HWK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
-        if TMA_STORE:
-            x = epilogue_value(
-                acc, out_ptr, rm, rn, M, N, bias_ptr, res_ptr, gate_ptr, stride_rm, stride_rn, stride_gm, stride_gn,
-                ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
-            )  # fmt: skip
-            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], x)
-        else:
-            epilogue_store(
-                acc, out_ptr, rm, rn, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
-                stride_rm, stride_rn, stride_gm, stride_gn,
-                ep_scale0, ep_scale1, ep_scale2, ep_scale3, EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA,
-            )  # fmt: skip
+        _write_tile(
+            acc, out_ptr, c_desc, rm, rn, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, som, son, bias_ptr, res_ptr,
+            gate_ptr, stride_rm, stride_rn, stride_gm, stride_gn, ep_scale0, ep_scale1, ep_scale2, ep_scale3,
+            EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA, TMA_STORE,
+        )  # fmt: skip
 
 
 _SMS: dict[int, int] = {}
