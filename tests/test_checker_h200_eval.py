@@ -51,6 +51,8 @@ def test_no_false_equal_against_h200_bytes() -> None:
     on the H200 (two kernels here, the whole run in benchmarks/checker/cpu/h200_s2_eval.json)."""
     m = _mod()
     rows, _ = m.evaluate(m.DEFAULT_CASES, PTX, {"col_sum", "inductor_red_mean"})
+    if not any(r.configs for r in rows):
+        pytest.skip(f"{PTX} holds no PTX of col_sum or inductor_red_mean (a partial store): rebuild with --build-aot")
     assert rows and sum(r.configs for r in rows) > 100
     assert sum(r.false_equal_pairs for r in rows) == 0
     assert all(r.checker_classes >= r.true_classes for r in rows)

@@ -68,6 +68,7 @@ def ptx_signature(text: str, launch: LaunchShape | None = None) -> KernelSignatu
                 entry.reqntid,
                 set(w.params.values()),
                 not w.nondeterministic,
+                shared_reads=not w.smem_war,
             )
         except Unsupported as e:
             sig = text_fallback("ptx", entry.name, text, f"not modelled: {e}")
@@ -98,7 +99,14 @@ def gcn_signature(text: str) -> KernelSignature:
             w = GCNWalk(k, has_mma)
             w.run()
             sig = build(
-                "amdgcn", k.name, w.roots, w.effects, k.ntid, set(w.param_syms), not w.nondeterministic
+                "amdgcn",
+                k.name,
+                w.roots,
+                w.effects,
+                k.ntid,
+                set(w.param_syms),
+                not w.nondeterministic,
+                shared_reads=not w.smem_war,
             )
         except Unsupported as e:
             sig = text_fallback("amdgcn", k.name, text, f"not modelled: {e}")

@@ -56,7 +56,11 @@ def build(
     ntid: tuple[int, int, int] | None,
     param_syms: set[str],
     deterministic: bool,
+    shared_reads: bool = False,
 ) -> KernelSignature:
+    """``shared_reads``: the walk found no shared read a later store of its barrier interval may
+    race with, and none inside a loop (Walk.smem_war): per-thread roots may then take shared
+    reads apart (thread_roots.read_at)."""
     from fixbits.checker.balanced import Collapser
     from fixbits.checker.thread_roots import ThreadEval, thread_bits
 
@@ -65,7 +69,7 @@ def build(
     col = Collapser()
     rel_memos: dict[tuple, dict[bytes, Node]] = {}
     nbits = thread_bits(ntid)
-    tev = ThreadEval(nbits) if nbits is not None else None
+    tev = ThreadEval(nbits, shared_reads) if nbits is not None else None
     for r in roots:
         addr = r.address
         r = Root(r.param, r.nbytes, addr, col.collapse(r.value), r.relative)
@@ -143,7 +147,7 @@ def per_thread(
         return None
     out: list[Root] = []
     seen: set[bytes] = set()
-    for t in range(1 << nbits):
+    for t in _threads(r, nbits, tev):
         a = tev.poly_at(r.address.poly, t)
         v = tev.at(r.value, t)
         if a is None or v is None:
@@ -159,3 +163,25 @@ def per_thread(
             seen.add(key)
             out.append(root)
     return out
+
+
+def _threads(r: Root, nbits: int, tev: object) -> list[int] | range:
+    """The threads whose stores per_thread must read: one per assignment of the thread bits the
+    root's address and value may depend on (ThreadEval.bits_used), the others 0; every thread
+    when that is not known. A thread's address and value are functions of those bits alone
+    (ThreadEval.at substitutes only them), so the others repeat one of these pairs."""
+    from fixbits.checker.forms import is_bit_symbol
+    from fixbits.checker.thread_roots import ThreadEval
+
+    assert isinstance(tev, ThreadEval) and r.address.poly is not None
+    used = tev.bits_used(r.value)
+    if used is None:
+        return range(1 << nbits)
+    bits = set(used)
+    for s in r.address.poly.symbols():
+        if is_bit_symbol(s):
+            if not tev._own_bit(s):
+                return range(1 << nbits)
+            bits.add(int(s[2:]))
+    pos = sorted(bits)
+    return [sum((m >> k & 1) << p for k, p in enumerate(pos)) for m in range(1 << len(pos))]

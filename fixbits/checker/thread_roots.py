@@ -15,13 +15,22 @@ V(t) is V with thread t's bits substituted, simplified only where that is exact:
   close equal, as launch.thread_truths); a decided ``select`` is its arm;
 * ``shfl.sync.bfly b`` over the whole warp (signs.is_bit_move, the criterion of the balanced
   proof): thread t receives the operand as evaluated at thread t ^ b;
-* ``xwarp``: the reader's address at t; the history (the writers' own bits) is left as it is;
+* ``xwarp``: the reader's address at t, then the read at that address (``read_at``): the stores
+  that may write its bytes, their addresses relative to the reader's and their writer bits bound
+  (``sread``), or, when one store certainly gave the bytes the read sees, that store's value;
+  when out of scope, the xwarp with the history (the writers' own bits) as it is;
+* ``ldmatrix .m8n8 .b16`` (not transposed): the 4-byte read at the row address its lane pair
+  takes (as forward_ldmatrix), read as above;
 * ``balanced``: its start at t (the template has no coordinate).
+V(t) depends only on the bits of t that V's forms use (``bits_used``), so per_thread reads one
+thread per assignment of those bits.
 Any other node that has a thread, block or loop symbol below and is not a pointwise float or
 integer operation makes the expansion fail: the root then stays physical (can only split).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from fixbits.checker.forms import Poly, is_bit_symbol
 from fixbits.checker.launch import U_EQ_BOUND, decide_cmp, join_truths
@@ -46,9 +55,18 @@ def thread_bits(ntid: tuple[int, int, int] | None) -> int | None:
 class ThreadEval:
     """V(t) for the threads of a block of 2^nbits threads (memoised per node and thread)."""
 
-    def __init__(self, nbits: int) -> None:
+    def __init__(self, nbits: int, shared_reads: bool = False) -> None:
         self.nbits = nbits
+        self.shared_reads = shared_reads  # read_at may take reads apart (signature.build)
         self.memo: dict[tuple[bytes, int], Node | None] = {}
+        # shared reads at one reader address (read_at) and what they are built from
+        self.reads: dict[tuple[bytes, bytes, int, int | None], Node | None] = {}
+        self.bmemo: dict[bytes, Node] = {}
+        self.wmemo: dict[tuple, tuple[list[int], dict[int, list[int]]] | None] = {}
+        self.umemo: dict[bytes, frozenset[int] | None] = {}
+        self.tmemo: dict[bytes, list[bool | None] | None] = {}
+        self.smemo: dict[tuple, tuple[Poly, tuple, int]] = {}
+        self.hmemo: dict[bytes, object] = {}
 
     def poly_at(self, p: Poly, t: int) -> Poly | None:
         values: dict[str, int] = {}
@@ -82,7 +100,12 @@ class ThreadEval:
             return self.at(n.kids[0], t ^ b.const_value())
         if k == "xwarp":
             a = self.at(n.kids[0], t)
-            return None if a is None else Node(k, n.attrs, (a, n.kids[1]))
+            if a is None:
+                return None
+            read = self.read_at(a, n)
+            return read if read is not None else Node(k, n.attrs, (a, n.kids[1]))
+        if k == "ldmatrix":
+            return self.ldmatrix_at(n, t)
         if k == "balanced":
             s = self.at(n.kids[1], t)
             return None if s is None else Node(k, n.attrs, (n.kids[0], s))
@@ -122,6 +145,313 @@ class ThreadEval:
             if got is not None:
                 return _const_pred(got)
         return Node(k, n.attrs, tuple(kids))
+
+    # ---- a shared read at one reader: the stores that may write its bytes, row-relative ----
+    def read_at(self, a: Node, x: Node) -> Node | None:
+        """``x = xwarp(addr, hist)`` read at the reader address ``a`` (no thread bit left in
+        it); None when out of scope (the caller keeps the xwarp, which relativize refuses: the
+        root stays physical).
+
+        The read becomes ``sread(hist')`` (with the read's size and barrier count). hist' keeps, in program order, each store of
+        ``hist`` that some writer whose predicate is not false at it may write a byte of
+        [a, a + n) with: its address minus ``a``, its value and predicate, each over all the
+        writer bits (renamed ``wb<i>``: the entry binds them), restricted to the writers whose
+        bits agree with every overlapping writer's (those bits and their values, and the block's
+        bit count, are the entry's attributes). A store none of whose writers may write a byte
+        read is left out: it cannot change those bytes. Then, with B the block barriers passed
+        before the read: the last entry E that certainly writes every byte read (a writer whose
+        predicate is true covers them) and was stored before a barrier the read follows (count
+        < B) hides every entry of a lower count (a barrier orders their writes before E's, and
+        E's before the read): those are left out too. When E is then the only entry, of the
+        read's size, at offset 0 for every writer that may store, with a value that depends on
+        no writer bit but the restriction's, the read is that value at those writers (every
+        thread that may write those bytes writes those bits).
+
+        Every write that may land on the bytes read after the last one that hides the rest is
+        in hist', exactly, in program order with its barrier counts, so the read is a function
+        of hist' alone: the shared window's absolute offset and the other rows' slots are gone,
+        and two rows of a block (or a block of one row) whose slots hold the same relative
+        writes read one tree. Out of scope (None): a store of another kind (copy engine,
+        unmodelled, TMA template), of unknown size or address, an address that differs from
+        the read's by anything but writer bits, no store at all. (Like the xwarp it replaces,
+        it sees the stores before the read in program order: a racing store after the read is
+        in no history.)"""
+        if not self.shared_reads:
+            return None
+        nbytes = x.attrs[0] if x.attrs else None
+        bars = x.attrs[1] if len(x.attrs) > 1 and isinstance(x.attrs[1], int) else None
+        if a.poly is None or len(x.kids) != 2 or not isinstance(nbytes, int) or nbytes <= 0:
+            return None
+        if any(is_bit_symbol(s) for s in a.poly.symbols()):
+            return None
+        key = (x.kids[1].digest, a.digest, nbytes, bars)
+        if key in self.reads:
+            return self.reads[key]
+        res = self._read_at(a.poly, x.kids[1], nbytes, bars)
+        self.reads[key] = res
+        return res
+
+    def _read_at(self, a: Poly, hist: Node, nbytes: int, bars: int | None) -> Node | None:
+        idx = self._hist_index(hist)
+        if idx is None:
+            return None
+        rest_key, stores, by_byte = idx
+        n = self.nbits
+        size = 1 << n
+        entries: list[_Entry] = []
+        a_c = a.const_value()
+        a_key = (a - Poly.const(a_c)).key() if a_c else a.key()
+        if stores and rest_key != a_key:
+            return None  # the stores' addresses and the read's differ by more than writer bits
+        near: set[int] = set()
+        for b in range(a_c, a_c + nbytes):
+            near.update(by_byte.get(b, ()))
+        for j in sorted(near):
+            e, nb, bar, ap, rest_c, offs, groups = stores[j]
+            c0 = rest_c - a_c
+            # writers w with -nb < rel(w) < nbytes: those whose bytes overlap the read
+            over: list[int] = []
+            for off in range(1 - nb - c0, nbytes - c0):
+                g = groups.get(off)
+                if g is not None:
+                    over.extend(g)
+            if not over:
+                continue  # no writer of this store touches a byte read
+            tv = self._truths(e.kids[2])
+            cand = over if tv is None else [w for w in over if tv[w] is not False]
+            if not cand:
+                continue  # none of them stores
+            lo, hi = size - 1, 0
+            for w in over:
+                lo &= w
+                hi |= w
+            agree = ~(lo ^ hi) & (size - 1)  # bits every overlapping writer shares
+            env = tuple((i, over[0] >> i & 1) for i in range(n) if agree >> i & 1)
+            definite = tv is not None and any(
+                tv[w] is True and offs[w] + c0 <= 0 and offs[w] + c0 + nb >= nbytes for w in cand
+            )
+            one = definite and nb == nbytes and all(offs[w] + c0 == 0 for w in cand)
+            if one:
+                used = self.bits_used(e.kids[1])
+                one = used is not None and used <= {i for i, _ in env}
+            entries.append(_Entry(e, ap - a, env, bar, definite, cand[0] if one else -1))
+        if bars is not None:
+            last = None
+            for k, en in enumerate(entries):
+                if en.definite and en.bar < bars:
+                    last = k
+            if last is not None:
+                hide = entries[last].bar
+                entries = [en for en in entries if en.bar >= hide]
+                if len(entries) == 1 and entries[0].writer >= 0:
+                    v = self.at(entries[0].store.kids[1], entries[0].writer)
+                    if v is not None:
+                        return v
+        if not entries:
+            return None
+        # (the barriers passed before the read: whether each store is ordered before it)
+        hist2 = Node("hist", (), tuple(self._entry_node(en) for en in entries))
+        return Node("sread", (nbytes, bars), (hist2,))
+
+    def _entry_node(self, en: _Entry) -> Node:
+        """A kept store: (kind, bytes, epoch, barriers, block bits, restriction), over its
+        address relative to the read, its value and its predicate, writer bits bound."""
+        e = en.store
+        return Node(
+            "st",
+            ("st", e.attrs[1], e.attrs[2], e.attrs[3], self.nbits, en.env),
+            (self.bind(int_node(en.rel)), self.bind(e.kids[1]), self.bind(e.kids[2])),
+        )
+
+    def _hist_index(self, hist: Node) -> _HistIndex | None:
+        """A history's stores, each (node, bytes, barriers, address, its constant, writer
+        offsets, writers by offset), the key of what their addresses hold besides thread bits
+        and a constant (one for all), and {byte: stores some writer of which writes it}; None
+        when a store is out of read_at's scope (memoised per history)."""
+        got = self.hmemo.get(hist.digest, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        res = None
+        if hist.kind == "hist":
+            stores: list[_Store] = []
+            keys: set[tuple] = set()
+            by_byte: dict[int, list[int]] = {}
+            for e in hist.kids:
+                if e.kind != "st" or len(e.attrs) != 4 or e.attrs[0] != "st" or len(e.kids) != 3:
+                    break
+                nb, bar = e.attrs[1], e.attrs[3]
+                ap = e.kids[0].poly
+                if not isinstance(nb, int) or nb <= 0 or not isinstance(bar, int) or ap is None:
+                    break
+                bitpart, rest_key, rest_c = self._split_addr(ap)
+                w = self._writers(bitpart)
+                if w is None:
+                    break
+                keys.add(rest_key)
+                j = len(stores)
+                stores.append((e, nb, bar, ap, rest_c, w[0], w[1]))
+                for off in w[1]:
+                    for b in range(off + rest_c, off + rest_c + nb):
+                        lst = by_byte.setdefault(b, [])
+                        if not lst or lst[-1] != j:
+                            lst.append(j)
+            else:
+                if len(keys) <= 1:
+                    res = (next(iter(keys), ()), stores, by_byte)
+        self.hmemo[hist.digest] = res
+        return res
+
+    def _split_addr(self, ap: Poly) -> tuple[Poly, tuple, int]:
+        """(the terms with a thread bit, the key of the others but the constant, the constant)
+        of a store address (memoised: every read of a history meets the same stores)."""
+        got = self.smemo.get(ap.key())
+        if got is None:
+            bit: dict[tuple[str, ...], int] = {}
+            rest: dict[tuple[str, ...], int] = {}
+            for m, c in ap.terms.items():
+                (bit if any(is_bit_symbol(x) for x in m) else rest)[m] = c
+            c0 = rest.pop((), 0)
+            got = self.smemo[ap.key()] = (Poly(bit), Poly(rest).key(), c0)
+        return got
+
+    def _writers(self, rel: Poly) -> tuple[list[int], dict[int, list[int]]] | None:
+        """(value at every thread, {value: threads}) of a form over this block's thread bits;
+        None when another symbol is in it (memoised per form)."""
+        from fixbits.checker.forward import eval_all
+
+        key = rel.key()
+        got = self.wmemo.get(key, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        res: tuple[list[int], dict[int, list[int]]] | None = None
+        if all(self._own_bit(s) for s in rel.symbols()):
+            offs = eval_all(rel, self.nbits)
+            groups: dict[int, list[int]] = {}
+            for w, off in enumerate(offs):
+                groups.setdefault(off, []).append(w)
+            res = (offs, groups)
+        self.wmemo[key] = res
+        return res
+
+    def _truths(self, pred: Node) -> list[bool | None] | None:
+        """Per writer, the store predicate (True / False / None: not decided); None when it is
+        not decided here at all (every writer may store)."""
+        from fixbits.checker.launch import thread_truths
+
+        got = self.tmemo.get(pred.digest, False)
+        if got is False:
+            got = self.tmemo[pred.digest] = thread_truths(pred, None, self.nbits)
+        return got  # type: ignore[return-value]
+
+    def _own_bit(self, s: str) -> bool:
+        return is_bit_symbol(s) and s[:2] == "tx" and int(s[2:]) < self.nbits
+
+    def bits_used(self, n: Node) -> frozenset[int] | None:
+        """The thread bits ``n``'s value at a thread may depend on (None: not known). A bit-move
+        shuffle reads its operand at t ^ b, a function of the same bits; a shared read depends
+        on its address (its history's bits are the writers', bound there)."""
+        got = self.umemo.get(n.digest, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        res: frozenset[int] | None
+        if n.poly is not None:
+            res = frozenset(int(s[2:]) for s in n.poly.symbols() if is_bit_symbol(s))
+            if any(is_bit_symbol(s) and not self._own_bit(s) for s in n.poly.symbols()):
+                res = None
+        elif n.kind == "xwarp":
+            res = self.bits_used(n.kids[0]) if len(n.kids) == 2 else None
+        elif (
+            n.kind == "ldmatrix"
+            and len(n.kids) == 1
+            and n.kids[0].kind == "xwarp"
+            and len(n.kids[0].kids) == 2
+        ):
+            # ldmatrix_at: lane t & 31 and the row address at a lane of t's own warp
+            u = self.bits_used(n.kids[0].kids[0])
+            res = None if u is None else u | frozenset(range(min(5, self.nbits)))
+        elif n.kind in ("ldmatrix", "lane_sym", "lanex", "dpp") or (n.kind == "shfl" and not is_bit_move(n)):
+            res = None
+        else:
+            acc: set[int] = set()
+            res = frozenset()
+            for k in n.kids:
+                u = self.bits_used(k)
+                if u is None:
+                    res = None
+                    break
+                acc |= u
+            if res is not None:
+                res = frozenset(acc)
+        self.umemo[n.digest] = res
+        return res
+
+    def ldmatrix_at(self, n: Node, t: int) -> Node | None:
+        """Register k of ``ldmatrix .m8n8 .b16`` (not transposed) at lane i of thread t: the 4
+        bytes at the row address lane 8k + i/4 of t's warp supplies, plus 4 (i mod 4) (as
+        PTXWalk.forward_ldmatrix), read as read_at reads; None when out of scope."""
+        op, k = n.attrs[0], n.attrs[1]
+        parts = str(op).split(".")
+        if "trans" in parts or "m8n8" not in parts or "b16" not in parts or "shared" not in parts:
+            return None
+        cnt = next((int(p[1:]) for p in parts if p in ("x1", "x2", "x4")), None)
+        if cnt is None or not isinstance(k, int) or not 0 <= k < cnt or self.nbits < 5 or len(n.kids) != 1:
+            return None
+        x = n.kids[0]
+        if x.kind != "xwarp" or len(x.kids) != 2 or len(x.attrs) != 2:
+            return None
+        src = (t & ~31) | (8 * k + ((t & 31) >> 2))
+        row = self.at(x.kids[0], src)
+        if row is None or row.poly is None:
+            return None
+        a = int_node(row.poly + Poly.const(4 * (t & 3)))
+        return self.read_at(a, Node("xwarp", (4, x.attrs[1]), x.kids))
+
+    def bind(self, n: Node) -> Node:
+        """``n`` with each thread bit ``tx<i>`` of the block renamed ``wb<i>`` and each whole-warp bit-move
+        shuffle written ``bshfl`` (x at this writer ^ b): an entry of ``sread`` binds the
+        writer's bits, which range over the threads the entry stands for and are no longer
+        this thread's coordinates. (Every binder below, a nested history's writers included, is
+        renamed alike: the same tree up to the names.)"""
+        got = self.bmemo.get(n.digest)
+        if got is not None:
+            return got
+        if n.poly is not None:
+            if any(self._own_bit(s) for s in n.poly.symbols()):
+                t: dict[tuple[str, ...], int] = {}
+                for m, c in n.poly.terms.items():
+                    m2 = tuple(sorted("wb" + s[2:] if self._own_bit(s) else s for s in m))
+                    t[m2] = t.get(m2, 0) + c
+                out = int_node(Poly(t))
+            else:
+                out = n
+        elif not n.kids or (not n.variant and not n.exchange):
+            out = n
+        else:
+            kind = "bshfl" if n.kind == "shfl" and is_bit_move(n) else n.kind
+            kids = tuple(self.bind(k) for k in n.kids)
+            same = kind == n.kind and all(x is y for x, y in zip(kids, n.kids, strict=True))
+            out = n if same else Node(kind, n.attrs, kids)
+        self.bmemo[n.digest] = out
+        return out
+
+
+# a store of a history: (node, bytes, barriers, address, its constant, offset at every writer,
+# writers by offset)
+_Store = tuple[Node, int, int, Poly, int, list[int], dict[int, list[int]]]
+# (the address key besides thread bits and constant, the stores, {byte: stores that write it})
+_HistIndex = tuple[tuple, list[_Store], dict[int, list[int]]]
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A store of a history as read_at keeps it."""
+
+    store: Node  # the history's st node
+    rel: Poly  # its address minus the read's
+    env: tuple[tuple[int, int], ...]  # the writer bits every overlapping writer shares
+    bar: int  # block barriers passed before the store
+    definite: bool  # some writer certainly writes every byte read
+    writer: int  # a writer at which the value is the read's (see read_at), or -1
 
 
 def _const_pred(v: bool) -> Node:

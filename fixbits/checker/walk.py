@@ -142,6 +142,18 @@ class Walk:
         self.unmodelled_smem = False  # a write whose slot and value the walk does not know
         self.fwd_bar: int | None = None
         self.fwd_race = False
+        # a block barrier inside a loop (which may run no iteration): from then on a read does
+        # not say how many barriers precede it (thread_roots.read_at then hides no store)
+        self.loop_bar = False
+        # shared reads since the last block barrier (address, bytes, whether the thread that
+        # gives the address is the one that gets the bytes), and whether a later store of the
+        # same interval may write bytes another thread read (a write-after-read race the
+        # histories, which hold the stores before each read, cannot show), or a shared read
+        # ran inside a loop (whose history holds no store of an earlier iteration):
+        # thread_roots.read_at then takes no read apart (api passes it to build)
+        self.interval_reads: list[tuple[Poly | None, int, bool, Node | None]] = []
+        self.smem_war = False
+        self.read_pred: Node | None = None  # the predicate of the load being walked (ISA walker)
 
     # ---- to be provided by the ISA walker ------------------------------------------------
     def insts_len(self) -> int:
@@ -408,7 +420,84 @@ class Walk:
                 self.tma_loads = True
         if value.kind == "smemwrite":
             self.unmodelled_smem = True
+        if not self.smem_war and self.interval_reads:
+            for rp, rn, own, rpred in self.interval_reads:
+                if self._may_race(addr.poly, nbytes, pred, rp, rn, own, rpred):
+                    self.smem_war = True
+                    break
         self.smem.append(SmemEntry(kind, addr, value, pred, nbytes, self.epoch, bar=self.bars))
+
+    def block_bits(self) -> int | None:
+        """n for a block of 2^n threads in x whose tid.x is the bits tx0 .. tx{n-1}; None
+        when not known (the ISA walker says)."""
+        return None
+
+    def note_read(self, addr: Poly | None, nbytes: int, own: bool = True) -> None:
+        """A shared read (xwarp) made here, under the load's predicate and the path condition:
+        kept for the write-after-read check of smem_store."""
+        if self.depth:
+            self.smem_war = True
+        conds = self.pc + ((self.read_pred,) if self.read_pred is not None else ())
+        pred = None if not conds else (conds[0] if len(conds) == 1 else Node("and", ("pc",), conds))
+        self.interval_reads.append((addr, nbytes, own, pred))
+
+    def _may_race(
+        self,
+        sp: Poly | None,
+        sn: int,
+        spred: Node | None,
+        rp: Poly | None,
+        rn: int,
+        own: bool,
+        rpred: Node | None,
+    ) -> bool:
+        """True unless no writer of this store (its predicate not false) writes a byte that a
+        read of the same barrier interval took at another thread (its predicate not false):
+        proven by enumerating the block's threads, both addresses one base plus forms over
+        thread bits."""
+        from fixbits.checker.forms import is_bit_symbol
+        from fixbits.checker.forward import eval_all
+        from fixbits.checker.launch import thread_truths
+
+        n = self.block_bits()
+        if n is None or sp is None or rp is None or sn <= 0 or rn <= 0:
+            return True
+        parts = []
+        for p in (sp, rp):
+            bit: dict[tuple[str, ...], int] = {}
+            rest: dict[tuple[str, ...], int] = {}
+            for m, c in p.terms.items():
+                if any(is_bit_symbol(x) for x in m):
+                    if not all(x[:2] == "tx" and int(x[2:]) < n for x in m if is_bit_symbol(x)):
+                        return True
+                    bit[m] = c
+                else:
+                    rest[m] = c
+            c0 = rest.pop((), 0)
+            if any(not is_bit_symbol(x) for m in bit for x in m):
+                return True  # a thread bit times another symbol
+            parts.append((Poly(bit), Poly(rest).key(), c0))
+        (sb, sk, sc), (rb, rk, rc) = parts
+        if sk != rk:
+            return True
+        sv_ = thread_truths(spred, None, n) if spred is not None else None
+        rv_ = thread_truths(rpred, None, n) if rpred is not None else None
+        writers: dict[int, list[int]] = {}
+        for w, v in enumerate(eval_all(sb, n)):
+            if sv_ is None or sv_[w] is not False:
+                writers.setdefault(v + sc, []).append(w)
+        readers: dict[int, list[int]] = {}
+        for r, v in enumerate(eval_all(rb, n)):
+            if rv_ is None or rv_[r] is not False:
+                readers.setdefault(v + rc, []).append(r)
+        for sv, ws in writers.items():
+            for rv in range(sv - rn + 1, sv + sn):
+                rs = readers.get(rv)
+                if rs is None:
+                    continue
+                if not own or len(ws) != 1 or rs != ws:
+                    return True
+        return False
 
     def smem_uniform(self, nbytes: int, any_lane_halves: bool = False) -> Node | None:
         """The one coordinate-free tree every store wrote, when there is one.
@@ -467,9 +556,11 @@ class Walk:
             entries = []
             for e in self.smem:
                 if e.node is None:
+                    # (kind, bytes, epoch, block barriers passed before the store: a store
+                    # of a lower count happened before it in every thread, thread_roots.py)
                     e.node = Node(
                         "st",
-                        (e.kind, e.nbytes, e.epoch),
+                        (e.kind, e.nbytes, e.epoch, e.bar),
                         (e.addr, e.value, e.pred if e.pred is not None else TRUE),
                     )
                 entries.append(e.node)
@@ -481,14 +572,24 @@ class Walk:
         u = self.smem_uniform(nbytes)
         if u is not None:
             return u
-        return Node("xwarp", (nbytes,), (addr, self.smem_history()))
+        self.note_read(addr.poly, nbytes)
+        return Node("xwarp", (nbytes, self.read_bars()), (addr, self.smem_history()))
+
+    def read_bars(self) -> int | None:
+        """Block barriers every thread passed before a shared read here (a store of a lower
+        count is ordered before the read); None inside a loop (its history holds no store of an
+        earlier iteration) and after a barrier inside one."""
+        return None if self.loop_bar or self.depth else self.bars
 
     def barrier(self, block: bool = False) -> None:
         self.smem_version += 1
         self.epoch += 1
         if block:
+            self.interval_reads = []
             self.bars += 1
             self.bar_clean.append(not self.cp_open)
+            if self.depth:
+                self.loop_bar = True
 
     def cp_wait_all(self) -> None:
         self.cp_open = False
@@ -772,6 +873,10 @@ def _relativize(
             groups[inv][var] = groups[inv].get(var, 0) + c
         acc: dict[tuple, int] = {}
         for inv, t in groups.items():
+            if len(t) == 1 and () in t:
+                # no variant symbol in the group: itself (what the product below gives it)
+                add_terms(acc, ((tuple(sorted(inv)), t[()]),))
+                continue
             g = Poly(t)
             rep = None
             if parts is not None and inv == () and g.is_variant():

@@ -300,6 +300,13 @@ class PTXWalk(Walk):
         v = self.spec.get(name)
         return Poly.sym(self.params[name]) if v is None else Poly.const(v)
 
+    def block_bits(self) -> int | None:
+        nt = self.ntid
+        if nt is None or nt[1] != 1 or nt[2] != 1 or nt[0] < 1 or nt[0] & (nt[0] - 1):
+            return None
+        n = nt[0].bit_length() - 1
+        return n if n <= fwd.MAX_BITS else None
+
     # ---- sign facts (launch-specialised walks only; signs.py) ------------------------------
     def _thread_bits(self) -> int | None:
         """n for a block of 2^n threads in x (32 <= 2^n <= 1024: whole warps), else None."""
@@ -735,7 +742,11 @@ class PTXWalk(Walk):
         if len(ins.args) > 3:  # setp.op.bool.type p, a, b, {!}c
             return False
         if _INT_TYPES.match(ty):
-            n = icmp(cmp, ty[0] if ty[0] != "b" else "u", to_poly(a) - to_poly(b))
+            pa, pb = to_poly(a), to_poly(b)
+            sign = ty[0] if ty[0] != "b" else "u"
+            if sign == "u" and self._small_thread_form(pa) and self._small_thread_form(pb):
+                sign = "s"  # both exact and in [0, 2^16): the unsigned order is the integers'
+            n = icmp(cmp, sign, pa - pb)
         else:
             n = Node("cmp", (cmp, ty, ".ftz" if "ftz" in parts else ""), (a, b))
         dsts = [d.strip() for d in ins.args[0].split("|")]
@@ -743,6 +754,24 @@ class PTXWalk(Walk):
         if len(dsts) > 1:
             self.write(ins, dsts[1], mk_not(n))
         return None
+
+    def _small_thread_form(self, p: Poly) -> bool:
+        """True when ``p`` is a form over this block's tid.x bits (a launch bound of 2^n threads
+        in x) whose value at every thread lies in [0, 2^16). The walk's integer forms agree with
+        the register modulo 2^w (w >= 16 for setp: ring operations and exact bit rules), so such
+        a register holds exactly that integer, and an unsigned comparison of two of them is the
+        comparison of the integers: the signed canonical form ``icmp`` decides without wrap."""
+        nt = self.ntid
+        if nt is None or nt[1] != 1 or nt[2] != 1 or nt[0] < 1 or nt[0] & (nt[0] - 1):
+            return False
+        n = nt[0].bit_length() - 1
+        if n > fwd.MAX_BITS:
+            return False
+        for s in p.symbols():
+            if not (is_bit_symbol(s) and s[:2] == "tx" and int(s[2:]) < n):
+                return False
+        vals = fwd.eval_all(p, n)
+        return min(vals) >= 0 and max(vals) < 1 << 16
 
     def op_cvt(self, ins: Inst, parts: list[str]) -> bool | None:
         types = [p for p in parts[1:] if p in _TYPE_BITS]
@@ -870,7 +899,11 @@ class PTXWalk(Walk):
         for k, r in enumerate(regs):
             ak = a + Poly.const(k * nbytes)
             if space == "shared":
-                v = self.smem_load(int_node(ak), nbytes)
+                self.read_pred = self.cur_pred(ins)
+                try:
+                    v = self.smem_load(int_node(ak), nbytes)
+                finally:
+                    self.read_pred = None
             elif space == "local":
                 v = Node("local", (nbytes,), (int_node(ak),))
             else:
@@ -1129,7 +1162,12 @@ class PTXWalk(Walk):
                 for r, v in zip(regs, fw, strict=True):
                     self.write(ins, r, v)
                 return None
-        hist = None if u is not None else Node("xwarp", (16,), (int_node(a), self.smem_history()))
+        hist = None
+        if u is None:
+            self.read_pred = self.cur_pred(ins)
+            self.note_read(a, 16, own=False)  # lanes take the bytes of rows other lanes name
+            self.read_pred = None
+            hist = Node("xwarp", (16, self.read_bars()), (int_node(a), self.smem_history()))
         for k, r in enumerate(regs):
             self.write(ins, r, u if u is not None else Node("ldmatrix", (ins.op, k), (hist,)))  # type: ignore[arg-type]
         return None
