@@ -13,7 +13,8 @@ arithmetic family, the family's other answers predicted and verified at once on 
 Probe calls are built on the GPU (no element cap; each process is held to a memory budget).
 Writes DIR/profiles/<arch>_cublaslt<ver>_<in>_<out>.yaml (commit to matrices/profiles/), the
 evidence of every probe (DIR/profiles/evidence/) and DIR/profiles/reconstruct_<in>_<out>.json.
-Part 2 (sweep): every realistic + fuzz shape, --draws draws each (ordinary and wide), operands
+Part 2 (sweep): every realistic + fuzz shape, --draws draws each (ordinary and wide; a fp16 / bf16
+output's every third draw a spike draw, fixbits.probe.spikes), operands
 drawn on the GPU from a counter hash; only sampled output cells come back. A process pool
 emulates them while the GPU goes on (fixbits.probe.sweep), so a short budget never stops the
 GPU part: DIR/sweep_samples/ holds everything needed to finish the checks on a CPU
