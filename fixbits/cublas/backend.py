@@ -187,16 +187,11 @@ class CublasBackend:
         Operands are the sweep's counter-hash draws (fixbits.probe.hashdraw), built in place."""
         import torch
 
-        from fixbits.probe import spikes
-        from fixbits.probe.hashdraw import operand
+        from fixbits.probe.sweep import device_operands
 
         self._guard(m, n, k, per_input=DRAW_BYTES_PER_INPUT)
         s = int(seed) & 0x7FFF_FFFF
-        base = "ordinary" if kind == spikes.KIND else kind
-        ta = operand((m, k), self.in_dtype, base, 2 * s, self.device)
-        tb = operand((k, n), self.in_dtype, base, 2 * s + 1, self.device)
-        if kind == spikes.KIND:
-            spikes.plant(ta, tb, s, self.in_dtype)
+        ta, tb = device_operands(m, n, k, self.in_dtype, kind, 2 * s, 2 * s + 1, self.device)
         c = self._mm(ta, tb)
         ri = torch.tensor(rows, dtype=torch.int64, device=c.device)
         ci = torch.tensor(cols, dtype=torch.int64, device=c.device)
