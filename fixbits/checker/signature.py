@@ -183,5 +183,8 @@ def _threads(r: Root, nbits: int, tev: object) -> list[int] | range:
             if not tev._own_bit(s):
                 return range(1 << nbits)
             bits.add(int(s[2:]))
-    pos = sorted(bits)
-    return [sum((m >> k & 1) << p for k, p in enumerate(pos)) for m in range(1 << len(pos))]
+    # thread m of the list has bit k of m at position pos[k]: each bit doubles the list
+    out = [0]
+    for p in sorted(bits):
+        out += [t | 1 << p for t in out]
+    return out

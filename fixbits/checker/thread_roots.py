@@ -30,7 +30,7 @@ integer operation makes the expansion fail: the root then stays physical (can on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fixbits.checker.forms import Poly, is_bit_symbol
 from fixbits.checker.launch import U_EQ_BOUND, decide_cmp, join_truths
@@ -59,6 +59,8 @@ class ThreadEval:
         self.nbits = nbits
         self.shared_reads = shared_reads  # read_at may take reads apart (signature.build)
         self.memo: dict[tuple[bytes, int], Node | None] = {}
+        self.masks: dict[bytes, int] = {}  # the thread bits a node's value depends on (-1: all)
+        self.pmemo: dict[tuple, tuple[tuple[str, int], ...] | None] = {}
         # shared reads at one reader address (read_at) and what they are built from
         self.reads: dict[tuple[bytes, bytes, int, int | None], Node | None] = {}
         self.bmemo: dict[bytes, Node] = {}
@@ -67,24 +69,50 @@ class ThreadEval:
         self.tmemo: dict[bytes, list[bool | None] | None] = {}
         self.smemo: dict[tuple, tuple[Poly, tuple, int]] = {}
         self.hmemo: dict[bytes, object] = {}
+        self.emo: dict[bytes, tuple[tuple, _Store] | None] = {}
+        # a store as a read keeps it, per (store, its constant minus the read's, bytes read)
+        self.rmemo: dict[tuple, _Entry | None] = {}
+        self.nmemo: dict[tuple, Node] = {}
 
     def poly_at(self, p: Poly, t: int) -> Poly | None:
-        values: dict[str, int] = {}
+        k = p.key()
+        if k in self.pmemo:
+            bits = self.pmemo[k]
+        else:
+            bits = self.pmemo[k] = self._poly_bits(p)
+        if bits is None:
+            return None
+        if not bits:
+            return p
+        return p.assign_bits({s: t >> i & 1 for s, i in bits})
+
+    def _poly_bits(self, p: Poly) -> tuple[tuple[str, int], ...] | None:
+        """The thread bits of a form, each (symbol, position); None when a bit symbol is not
+        one of this block's (memoised per form by poly_at)."""
+        out: list[tuple[str, int]] = []
         for s in p.symbols():
             if is_bit_symbol(s):
                 if s[:2] != "tx" or int(s[2:]) >= self.nbits:
                     return None
-                values[s] = t >> int(s[2:]) & 1
-        return p.assign_bits(values) if values else p
+                out.append((s, int(s[2:])))
+        return tuple(out)
 
     def at(self, n: Node, t: int) -> Node | None:
         if not n.variant and not n.exchange:
             return n
-        key = (n.digest, t)
-        if key in self.memo:
-            return self.memo[key]
+        # V(t) is a function of the bits of t that bits_used names (see the module's doc): the
+        # memo is keyed on those bits alone, so threads that agree on them share one evaluation
+        d = n.digest
+        m = self.masks.get(d)
+        if m is None:
+            u = self.bits_used(n)
+            m = self.masks[d] = -1 if u is None else sum(1 << i for i in u)
+        key = (d, t & m)
+        memo = self.memo
+        if key in memo:
+            return memo[key]
         res = self._at(n, t)
-        self.memo[key] = res
+        memo[key] = res
         return res
 
     def _at(self, n: Node, t: int) -> Node | None:
@@ -132,7 +160,7 @@ class ThreadEval:
             return None
         kids = []
         for x in n.kids:
-            y = self.at(x, t)
+            y = self.at(x, t) if x.variant or x.exchange else x  # (at's first test, inline)
             if y is None:
                 return None
             kids.append(y)
@@ -195,46 +223,32 @@ class ThreadEval:
         idx = self._hist_index(hist)
         if idx is None:
             return None
-        rest_key, stores, by_byte = idx
-        n = self.nbits
-        size = 1 << n
+        rest_key, stores = idx
         entries: list[_Entry] = []
         a_c = a.const_value()
-        a_key = (a - Poly.const(a_c)).key() if a_c else a.key()
+        a_key = a.key()[1:] if a_c else a.key()  # (the constant term sorts first)
         if stores and rest_key != a_key:
             return None  # the stores' addresses and the read's differ by more than writer bits
-        near: set[int] = set()
-        for b in range(a_c, a_c + nbytes):
-            near.update(by_byte.get(b, ()))
-        for j in sorted(near):
-            e, nb, bar, ap, rest_c, offs, groups = stores[j]
-            c0 = rest_c - a_c
-            # writers w with -nb < rel(w) < nbytes: those whose bytes overlap the read
-            over: list[int] = []
-            for off in range(1 - nb - c0, nbytes - c0):
-                g = groups.get(off)
-                if g is not None:
-                    over.extend(g)
-            if not over:
+        a_hi = a_c + nbytes - 1
+        rmemo = self.rmemo
+        for st in stores:
+            if st[8] < a_c or st[7] > a_hi:
                 continue  # no writer of this store touches a byte read
-            tv = self._truths(e.kids[2])
-            cand = over if tv is None else [w for w in over if tv[w] is not False]
-            if not cand:
-                continue  # none of them stores
-            lo, hi = size - 1, 0
-            for w in over:
-                lo &= w
-                hi |= w
-            agree = ~(lo ^ hi) & (size - 1)  # bits every overlapping writer shares
-            env = tuple((i, over[0] >> i & 1) for i in range(n) if agree >> i & 1)
-            definite = tv is not None and any(
-                tv[w] is True and offs[w] + c0 <= 0 and offs[w] + c0 + nb >= nbytes for w in cand
-            )
-            one = definite and nb == nbytes and all(offs[w] + c0 == 0 for w in cand)
-            if one:
-                used = self.bits_used(e.kids[1])
-                one = used is not None and used <= {i for i, _ in env}
-            entries.append(_Entry(e, ap - a, env, bar, definite, cand[0] if one else -1))
+            c0 = st[4] - a_c
+            touched = st[9]
+            for b in range(-c0, nbytes - c0):
+                if b in touched:
+                    break
+            else:
+                continue  # no writer of this store touches a byte read
+            # what the store keeps is a function of the store and its constant relative to the
+            # read's (every read here has the stores' address besides writer bits and constant)
+            key = (st[0].digest, c0, nbytes)
+            en = rmemo.get(key, False)
+            if en is False:
+                en = rmemo[key] = self._entry(st, a, c0, nbytes, key)
+            if en is not None:
+                entries.append(en)  # type: ignore[arg-type]
         if bars is not None:
             last = None
             for k, en in enumerate(entries):
@@ -253,21 +267,59 @@ class ThreadEval:
         hist2 = Node("hist", (), tuple(self._entry_node(en) for en in entries))
         return Node("sread", (nbytes, bars), (hist2,))
 
+    def _entry(self, st: _Store, a: Poly, c0: int, nbytes: int, key: tuple) -> _Entry | None:
+        """The store ``st`` as read_at keeps it for a read of ``nbytes`` at ``a`` (its address
+        constant minus the read's: c0); None when it cannot change the bytes read."""
+        e, nb, bar, ap, _rest_c, offs, groups = st[:7]
+        n = self.nbits
+        size = 1 << n
+        # writers w with -nb < rel(w) < nbytes: those whose bytes overlap the read
+        over: list[int] = []
+        for off in range(1 - nb - c0, nbytes - c0):
+            g = groups.get(off)
+            if g is not None:
+                over.extend(g)
+        if not over:
+            return None  # no writer of this store touches a byte read
+        tv = self._truths(e.kids[2])
+        cand = over if tv is None else [w for w in over if tv[w] is not False]
+        if not cand:
+            return None  # none of them stores
+        lo, hi = size - 1, 0
+        for w in over:
+            lo &= w
+            hi |= w
+        agree = ~(lo ^ hi) & (size - 1)  # bits every overlapping writer shares
+        env = tuple((i, over[0] >> i & 1) for i in range(n) if agree >> i & 1)
+        definite = tv is not None and any(
+            tv[w] is True and offs[w] + c0 <= 0 and offs[w] + c0 + nb >= nbytes for w in cand
+        )
+        one = definite and nb == nbytes and all(offs[w] + c0 == 0 for w in cand)
+        if one:
+            used = self.bits_used(e.kids[1])
+            one = used is not None and used <= {i for i, _ in env}
+        return _Entry(e, ap - a, env, bar, definite, cand[0] if one else -1, key)
+
     def _entry_node(self, en: _Entry) -> Node:
         """A kept store: (kind, bytes, epoch, barriers, block bits, restriction), over its
-        address relative to the read, its value and its predicate, writer bits bound."""
-        e = en.store
-        return Node(
-            "st",
-            ("st", e.attrs[1], e.attrs[2], e.attrs[3], self.nbits, en.env),
-            (self.bind(int_node(en.rel)), self.bind(e.kids[1]), self.bind(e.kids[2])),
-        )
+        address relative to the read, its value and its predicate, writer bits bound
+        (memoised per entry)."""
+        got = self.nmemo.get(en.key)
+        if got is None:
+            e = en.store
+            got = self.nmemo[en.key] = Node(
+                "st",
+                ("st", e.attrs[1], e.attrs[2], e.attrs[3], self.nbits, en.env),
+                (self.bind(int_node(en.rel)), self.bind(e.kids[1]), self.bind(e.kids[2])),
+            )
+        return got
 
     def _hist_index(self, hist: Node) -> _HistIndex | None:
         """A history's stores, each (node, bytes, barriers, address, its constant, writer
-        offsets, writers by offset), the key of what their addresses hold besides thread bits
-        and a constant (one for all), and {byte: stores some writer of which writes it}; None
-        when a store is out of read_at's scope (memoised per history)."""
+        offsets, writers by offset, lowest and highest byte some writer writes), and the key of
+        what their addresses hold besides thread bits and a constant (one for all); None when a
+        store is out of read_at's scope (memoised per history; each store's part per store, as
+        a longer history repeats the stores of a shorter one)."""
         got = self.hmemo.get(hist.digest, False)
         if got is not False:
             return got  # type: ignore[return-value]
@@ -275,31 +327,39 @@ class ThreadEval:
         if hist.kind == "hist":
             stores: list[_Store] = []
             keys: set[tuple] = set()
-            by_byte: dict[int, list[int]] = {}
+            emo = self.emo
             for e in hist.kids:
-                if e.kind != "st" or len(e.attrs) != 4 or e.attrs[0] != "st" or len(e.kids) != 3:
+                if e.digest in emo:
+                    one = emo[e.digest]
+                else:
+                    one = emo[e.digest] = self._store_index(e)
+                if one is None:
                     break
-                nb, bar = e.attrs[1], e.attrs[3]
-                ap = e.kids[0].poly
-                if not isinstance(nb, int) or nb <= 0 or not isinstance(bar, int) or ap is None:
-                    break
-                bitpart, rest_key, rest_c = self._split_addr(ap)
-                w = self._writers(bitpart)
-                if w is None:
-                    break
-                keys.add(rest_key)
-                j = len(stores)
-                stores.append((e, nb, bar, ap, rest_c, w[0], w[1]))
-                for off in w[1]:
-                    for b in range(off + rest_c, off + rest_c + nb):
-                        lst = by_byte.setdefault(b, [])
-                        if not lst or lst[-1] != j:
-                            lst.append(j)
+                keys.add(one[0])
+                stores.append(one[1])
             else:
                 if len(keys) <= 1:
-                    res = (next(iter(keys), ()), stores, by_byte)
+                    res = (next(iter(keys), ()), stores)
         self.hmemo[hist.digest] = res
         return res
+
+    def _store_index(self, e: Node) -> tuple[tuple, _Store] | None:
+        """(the key of its address besides thread bits and a constant, the store as
+        _hist_index lists it) for one entry of a history; None when out of scope."""
+        if e.kind != "st" or len(e.attrs) != 4 or e.attrs[0] != "st" or len(e.kids) != 3:
+            return None
+        nb, bar = e.attrs[1], e.attrs[3]
+        ap = e.kids[0].poly
+        if not isinstance(nb, int) or nb <= 0 or not isinstance(bar, int) or ap is None:
+            return None
+        bitpart, rest_key, rest_c = self._split_addr(ap)
+        w = self._writers(bitpart)
+        if w is None:
+            return None
+        offs, groups = w
+        lo, hi = min(groups) + rest_c, max(groups) + rest_c + nb - 1
+        touched = frozenset([off + i for off in groups for i in range(nb)])
+        return rest_key, (e, nb, bar, ap, rest_c, offs, groups, lo, hi, touched)
 
     def _split_addr(self, ap: Poly) -> tuple[Poly, tuple, int]:
         """(the terms with a thread bit, the key of the others but the constant, the constant)
@@ -436,10 +496,11 @@ class ThreadEval:
 
 
 # a store of a history: (node, bytes, barriers, address, its constant, offset at every writer,
-# writers by offset)
-_Store = tuple[Node, int, int, Poly, int, list[int], dict[int, list[int]]]
-# (the address key besides thread bits and constant, the stores, {byte: stores that write it})
-_HistIndex = tuple[tuple, list[_Store], dict[int, list[int]]]
+# writers by offset, the lowest and the highest byte some writer writes, the bytes some writer
+# writes less the constant)
+_Store = tuple[Node, int, int, Poly, int, list[int], dict[int, list[int]], int, int, frozenset[int]]
+# (the address key besides thread bits and constant, the stores)
+_HistIndex = tuple[tuple, list[_Store]]
 
 
 @dataclass(frozen=True)
@@ -452,6 +513,7 @@ class _Entry:
     bar: int  # block barriers passed before the store
     definite: bool  # some writer certainly writes every byte read
     writer: int  # a writer at which the value is the read's (see read_at), or -1
+    key: tuple = field(default=(), compare=False)  # (store digest, constant offset, bytes read)
 
 
 def _const_pred(v: bool) -> Node:

@@ -455,49 +455,30 @@ class Walk:
         read of the same barrier interval took at another thread (its predicate not false):
         proven by enumerating the block's threads, both addresses one base plus forms over
         thread bits."""
-        from fixbits.checker.forms import is_bit_symbol
-        from fixbits.checker.forward import eval_all
-        from fixbits.checker.launch import thread_truths
-
         n = self.block_bits()
         if n is None or sp is None or rp is None or sn <= 0 or rn <= 0:
             return True
-        parts = []
-        for p in (sp, rp):
-            bit: dict[tuple[str, ...], int] = {}
-            rest: dict[tuple[str, ...], int] = {}
-            for m, c in p.terms.items():
-                if any(is_bit_symbol(x) for x in m):
-                    if not all(x[:2] == "tx" and int(x[2:]) < n for x in m if is_bit_symbol(x)):
-                        return True
-                    bit[m] = c
-                else:
-                    rest[m] = c
-            c0 = rest.pop((), 0)
-            if any(not is_bit_symbol(x) for m in bit for x in m):
-                return True  # a thread bit times another symbol
-            parts.append((Poly(bit), Poly(rest).key(), c0))
-        (sb, sk, sc), (rb, rk, rc) = parts
+        s_split = _race_split(sp, n)
+        if s_split is None:
+            return True
+        r_split = _race_split(rp, n)
+        if r_split is None:
+            return True
+        (sb, sk, sc), (rb, rk, rc) = s_split, r_split
         if sk != rk:
             return True
-        sv_ = thread_truths(spred, None, n) if spred is not None else None
-        rv_ = thread_truths(rpred, None, n) if rpred is not None else None
-        writers: dict[int, list[int]] = {}
-        for w, v in enumerate(eval_all(sb, n)):
-            if sv_ is None or sv_[w] is not False:
-                writers.setdefault(v + sc, []).append(w)
-        readers: dict[int, list[int]] = {}
-        for r, v in enumerate(eval_all(rb, n)):
-            if rv_ is None or rv_[r] is not False:
-                readers.setdefault(v + rc, []).append(r)
-        for sv, ws in writers.items():
-            for rv in range(sv - rn + 1, sv + sn):
-                rs = readers.get(rv)
-                if rs is None:
-                    continue
-                if not own or len(ws) != 1 or rs != ws:
-                    return True
-        return False
+        # a function of the thread forms, predicates, sizes and the constants' difference alone
+        # (memoised on those: unrolled stores and reads repeat them at other constants)
+        sd = spred.digest if spred is not None else None
+        rd = rpred.digest if rpred is not None else None
+        key = (sb.key(), sd, rb.key(), rd, sn, rn, own, n, sc - rc)
+        got = _RACE.get(key)
+        if got is None:
+            got = _race(_race_side(sb, spred, sd, n), sn, _race_side(rb, rpred, rd, n), rn, own, sc - rc)
+            if len(_RACE) > 200_000:
+                _RACE.clear()
+            _RACE[key] = got
+        return got
 
     def smem_uniform(self, nbytes: int, any_lane_halves: bool = False) -> Node | None:
         """The one coordinate-free tree every store wrote, when there is one.
@@ -607,6 +588,76 @@ def _leaf(kind: str, attr: str | int) -> Node:
             _LEAVES.clear()
         n = _LEAVES[key] = Node(kind, (attr,))
     return n
+
+
+_RACE: dict[tuple, bool] = {}
+_RACE_SPLIT: dict[tuple, tuple[Poly, tuple, int] | None] = {}
+_RACE_SIDE: dict[tuple, dict[int, list[int]]] = {}
+
+
+def _race_split(p: Poly, n: int) -> tuple[Poly, tuple, int] | None:
+    """(the terms over thread bits, the key of the others but the constant, the constant) of an
+    address for Walk._may_race; None when a thread bit is not one of the block's tx0 ..
+    tx{n-1} or multiplies another symbol (memoised per form)."""
+    from fixbits.checker.forms import is_bit_symbol
+
+    key = (p.key(), n)
+    if key in _RACE_SPLIT:
+        return _RACE_SPLIT[key]
+    res: tuple[Poly, tuple, int] | None = None
+    bit: dict[tuple[str, ...], int] = {}
+    rest: dict[tuple[str, ...], int] = {}
+    ok = True
+    for m, c in p.terms.items():
+        if any(is_bit_symbol(x) for x in m):
+            if not all(x[:2] == "tx" and int(x[2:]) < n for x in m if is_bit_symbol(x)):
+                ok = False
+                break
+            bit[m] = c
+        else:
+            rest[m] = c
+    if ok and not any(not is_bit_symbol(x) for m in bit for x in m):
+        c0 = rest.pop((), 0)
+        res = (Poly(bit), Poly(rest).key(), c0)
+    if len(_RACE_SPLIT) > 200_000:
+        _RACE_SPLIT.clear()
+    _RACE_SPLIT[key] = res
+    return res
+
+
+def _race_side(b: Poly, pred: Node | None, pd: bytes | None, n: int) -> dict[int, list[int]]:
+    """{value of the thread form: the threads of the block whose predicate is not false}
+    (memoised per form and predicate)."""
+    from fixbits.checker.forward import eval_all
+    from fixbits.checker.launch import thread_truths
+
+    key = (b.key(), pd, n)
+    got = _RACE_SIDE.get(key)
+    if got is None:
+        tv = thread_truths(pred, None, n) if pred is not None else None
+        got = {}
+        for w, v in enumerate(eval_all(b, n)):
+            if tv is None or tv[w] is not False:
+                got.setdefault(v, []).append(w)
+        if len(_RACE_SIDE) > 50_000:
+            _RACE_SIDE.clear()
+        _RACE_SIDE[key] = got
+    return got
+
+
+def _race(
+    writers: dict[int, list[int]], sn: int, readers: dict[int, list[int]], rn: int, own: bool, d: int
+) -> bool:
+    """Walk._may_race on the writers and readers by thread-form value, the store's constant
+    minus the read's being d."""
+    for sv, ws in writers.items():
+        for rv in range(sv + d - rn + 1, sv + d + sn):
+            rs = readers.get(rv)
+            if rs is None:
+                continue
+            if not own or len(ws) != 1 or rs != ws:
+                return True
+    return False
 
 
 def pointer_param(addr: Poly) -> str | None:
@@ -867,15 +918,19 @@ def _relativize(
     def rewrite_poly(p: Poly) -> Poly:
         groups: dict[tuple, dict[tuple, int]] = {}
         for mono, c in p.terms.items():
-            inv = tuple(s for s in mono if not is_variant_symbol(s))
-            var = tuple(s for s in mono if is_variant_symbol(s))
-            groups.setdefault(inv, {})
-            groups[inv][var] = groups[inv].get(var, 0) + c
+            got = _MONO_SPLIT.get(mono)
+            if got is None:
+                got = _mono_split(mono)
+            inv, var = got[0], got[1]
+            g_ = groups.get(inv)
+            if g_ is None:
+                g_ = groups[inv] = {}
+            g_[var] = g_.get(var, 0) + c
         acc: dict[tuple, int] = {}
         for inv, t in groups.items():
             if len(t) == 1 and () in t:
                 # no variant symbol in the group: itself (what the product below gives it)
-                add_terms(acc, ((tuple(sorted(inv)), t[()]),))
+                add_terms(acc, ((_sorted_mono(inv), t[()]),))
                 continue
             g = Poly(t)
             rep = None
@@ -907,7 +962,10 @@ def _relativize(
     ckey = tuple(sorted((inv, cp.key()) for inv, cp in coords.items())) + (("split",) if parts else ())
     memo: dict[bytes, Node] = {} if memos is None else memos.setdefault(ckey, {})
 
-    new_value = _rewrite_tree(value, rewrite_poly, memo)
+    try:
+        new_value = _rewrite_tree(value, rewrite_poly, memo)
+    except _StillVariant:
+        return None
     if new_value.variant:
         return None
     addr = Poly.sym(base)
@@ -923,22 +981,64 @@ def _relativize(
     return addr, new_value
 
 
+_MONO_SPLIT: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+_SORTED_MONO: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _mono_split(mono: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(its invariant symbols, its variant symbols) of a monomial, each in its order
+    (memoised: relativize meets the same monomials in every leaf)."""
+    got = (
+        tuple(s for s in mono if not is_variant_symbol(s)),
+        tuple(s for s in mono if is_variant_symbol(s)),
+    )
+    if len(_MONO_SPLIT) > 200_000:
+        _MONO_SPLIT.clear()
+    _MONO_SPLIT[mono] = got
+    return got
+
+
+def _sorted_mono(m: tuple[str, ...]) -> tuple[str, ...]:
+    got = _SORTED_MONO.get(m)
+    if got is None:
+        got = tuple(sorted(m))
+        if len(_SORTED_MONO) > 200_000:
+            _SORTED_MONO.clear()
+        _SORTED_MONO[m] = got
+    return got
+
+
+class _StillVariant(Exception):
+    """A rewritten subtree is still variant: so is every tree above it (relativize fails)."""
+
+
 def _rewrite_tree(n: Node, rewrite_poly: Callable[[Poly], Poly], memo: dict[bytes, Node]) -> Node:
     """``n`` with every int leaf rewritten by ``rewrite_poly`` (relativize). A module function,
     not a closure: a recursive closure holds itself through its cell, and each root left that
-    cycle (with the memo it reaches) for the cyclic collector."""
+    cycle (with the memo it reaches) for the cyclic collector.
+
+    Raises _StillVariant at the first rewritten subtree that is still variant (a node is
+    variant when a child is, so the whole rewrite would be: relativize gives up); the memo
+    keeps only finished rewrites, that one included."""
     if not n.variant:
         return n  # no thread, block or iteration symbol below: rewrite_poly changes nothing
     got = memo.get(n.digest)
     if got is not None:
+        if got.variant:
+            raise _StillVariant
         return got
     if n.poly is not None:
         out = int_node(rewrite_poly(n.poly))
     elif not n.kids:
         out = n
     else:
-        out = Node(n.kind, n.attrs, tuple(_rewrite_tree(k, rewrite_poly, memo) for k in n.kids))
+        # (an invariant child is itself: _rewrite_tree's first test, inline)
+        out = Node(
+            n.kind, n.attrs, tuple([_rewrite_tree(k, rewrite_poly, memo) if k.variant else k for k in n.kids])
+        )
     memo[n.digest] = out
+    if out.variant:
+        raise _StillVariant
     return out
 
 
