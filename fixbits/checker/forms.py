@@ -218,6 +218,38 @@ class Poly:
         return tz
 
 
+_THREAD_SPLIT: dict[tuple, tuple[Poly, tuple, int] | None] = {}
+
+
+def split_thread_form(p: Poly, nbits: int) -> tuple[Poly, tuple, int] | None:
+    """(the terms over thread bits, the key of the others but the constant, the constant) of a
+    shared address: its writers / readers differ by the first part only. None when a thread bit
+    is not one of a block's tx0 .. tx{nbits-1} or multiplies another symbol (memoised per form:
+    the race check and thread_roots' histories meet the same stores again and again)."""
+    key = (p.key(), nbits)
+    if key in _THREAD_SPLIT:
+        return _THREAD_SPLIT[key]
+    res: tuple[Poly, tuple, int] | None = None
+    bit: dict[Mono, int] = {}
+    rest: dict[Mono, int] = {}
+    ok = True
+    for m, c in p.terms.items():
+        if any(is_bit_symbol(x) for x in m):
+            if not all(x[:2] == "tx" and int(x[2:]) < nbits for x in m if is_bit_symbol(x)):
+                ok = False
+                break
+            bit[m] = c
+        else:
+            rest[m] = c
+    if ok and not any(not is_bit_symbol(x) for m in bit for x in m):
+        c0 = rest.pop((), 0)
+        res = (Poly(bit), Poly(rest).key(), c0)
+    if len(_THREAD_SPLIT) > 200_000:
+        _THREAD_SPLIT.clear()
+    _THREAD_SPLIT[key] = res
+    return res
+
+
 def _occupancy(p: Poly) -> tuple[int, int] | None:
     """(mask of low bits that may be set, first position from which any bit may be set) for a
     non-negative form, or None when unknown."""

@@ -31,8 +31,9 @@ integer operation makes the expansion fail: the root then stays physical (can on
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from fixbits.checker.forms import Poly, is_bit_symbol
+from fixbits.checker.forms import Poly, is_bit_symbol, split_thread_form
 from fixbits.checker.launch import U_EQ_BOUND, decide_cmp, join_truths
 from fixbits.checker.node import Node, int_node
 from fixbits.checker.signs import is_bit_move
@@ -64,10 +65,9 @@ class ThreadEval:
         # shared reads at one reader address (read_at) and what they are built from
         self.reads: dict[tuple[bytes, bytes, int, int | None], Node | None] = {}
         self.bmemo: dict[bytes, Node] = {}
-        self.wmemo: dict[tuple, tuple[list[int], dict[int, list[int]]] | None] = {}
+        self.wmemo: dict[tuple, tuple[list[int], dict[int, list[int]]]] = {}
         self.umemo: dict[bytes, frozenset[int] | None] = {}
         self.tmemo: dict[bytes, list[bool | None] | None] = {}
-        self.smemo: dict[tuple, tuple[Poly, tuple, int]] = {}
         self.hmemo: dict[bytes, object] = {}
         self.emo: dict[bytes, tuple[tuple, _Store] | None] = {}
         # a store as a read keeps it, per (store, its constant minus the read's, bytes read)
@@ -232,10 +232,10 @@ class ThreadEval:
         a_hi = a_c + nbytes - 1
         rmemo = self.rmemo
         for st in stores:
-            if st[8] < a_c or st[7] > a_hi:
+            if st.hi < a_c or st.lo > a_hi:
                 continue  # no writer of this store touches a byte read
-            c0 = st[4] - a_c
-            touched = st[9]
+            c0 = st.const - a_c
+            touched = st.touched
             for b in range(-c0, nbytes - c0):
                 if b in touched:
                     break
@@ -243,7 +243,7 @@ class ThreadEval:
                 continue  # no writer of this store touches a byte read
             # what the store keeps is a function of the store and its constant relative to the
             # read's (every read here has the stores' address besides writer bits and constant)
-            key = (st[0].digest, c0, nbytes)
+            key = (st.node.digest, c0, nbytes)
             en = rmemo.get(key, False)
             if en is False:
                 en = rmemo[key] = self._entry(st, a, c0, nbytes, key)
@@ -270,7 +270,7 @@ class ThreadEval:
     def _entry(self, st: _Store, a: Poly, c0: int, nbytes: int, key: tuple) -> _Entry | None:
         """The store ``st`` as read_at keeps it for a read of ``nbytes`` at ``a`` (its address
         constant minus the read's: c0); None when it cannot change the bytes read."""
-        e, nb, bar, ap, _rest_c, offs, groups = st[:7]
+        e, nb, bar, ap, offs, groups = st.node, st.nbytes, st.bar, st.addr, st.offs, st.groups
         n = self.nbits
         size = 1 << n
         # writers w with -nb < rel(w) < nbytes: those whose bytes overlap the read
@@ -352,46 +352,29 @@ class ThreadEval:
         ap = e.kids[0].poly
         if not isinstance(nb, int) or nb <= 0 or not isinstance(bar, int) or ap is None:
             return None
-        bitpart, rest_key, rest_c = self._split_addr(ap)
-        w = self._writers(bitpart)
-        if w is None:
+        split = split_thread_form(ap, self.nbits)
+        if split is None:
             return None
-        offs, groups = w
+        bitpart, rest_key, rest_c = split
+        offs, groups = self._writers(bitpart)
         lo, hi = min(groups) + rest_c, max(groups) + rest_c + nb - 1
         touched = frozenset([off + i for off in groups for i in range(nb)])
-        return rest_key, (e, nb, bar, ap, rest_c, offs, groups, lo, hi, touched)
+        return rest_key, _Store(e, nb, bar, ap, rest_c, offs, groups, lo, hi, touched)
 
-    def _split_addr(self, ap: Poly) -> tuple[Poly, tuple, int]:
-        """(the terms with a thread bit, the key of the others but the constant, the constant)
-        of a store address (memoised: every read of a history meets the same stores)."""
-        got = self.smemo.get(ap.key())
-        if got is None:
-            bit: dict[tuple[str, ...], int] = {}
-            rest: dict[tuple[str, ...], int] = {}
-            for m, c in ap.terms.items():
-                (bit if any(is_bit_symbol(x) for x in m) else rest)[m] = c
-            c0 = rest.pop((), 0)
-            got = self.smemo[ap.key()] = (Poly(bit), Poly(rest).key(), c0)
-        return got
-
-    def _writers(self, rel: Poly) -> tuple[list[int], dict[int, list[int]]] | None:
-        """(value at every thread, {value: threads}) of a form over this block's thread bits;
-        None when another symbol is in it (memoised per form)."""
+    def _writers(self, rel: Poly) -> tuple[list[int], dict[int, list[int]]]:
+        """(value at every thread, {value: threads}) of a form over this block's thread bits
+        alone (split_thread_form's first part; memoised per form)."""
         from fixbits.checker.forward import eval_all
 
         key = rel.key()
-        got = self.wmemo.get(key, False)
-        if got is not False:
-            return got  # type: ignore[return-value]
-        res: tuple[list[int], dict[int, list[int]]] | None = None
-        if all(self._own_bit(s) for s in rel.symbols()):
+        got = self.wmemo.get(key)
+        if got is None:
             offs = eval_all(rel, self.nbits)
             groups: dict[int, list[int]] = {}
             for w, off in enumerate(offs):
                 groups.setdefault(off, []).append(w)
-            res = (offs, groups)
-        self.wmemo[key] = res
-        return res
+            got = self.wmemo[key] = (offs, groups)
+        return got
 
     def _truths(self, pred: Node) -> list[bool | None] | None:
         """Per writer, the store predicate (True / False / None: not decided); None when it is
@@ -495,10 +478,20 @@ class ThreadEval:
         return out
 
 
-# a store of a history: (node, bytes, barriers, address, its constant, offset at every writer,
-# writers by offset, the lowest and the highest byte some writer writes, the bytes some writer
-# writes less the constant)
-_Store = tuple[Node, int, int, Poly, int, list[int], dict[int, list[int]], int, int, frozenset[int]]
+class _Store(NamedTuple):
+    """A store of a history as read_at scans it (a tuple: it is built per store and read in
+    read_at's inner loop)."""
+
+    node: Node  # the history's st node
+    nbytes: int
+    bar: int  # block barriers passed before it
+    addr: Poly
+    const: int  # the address's constant term
+    offs: list[int]  # the thread-bit part of the address at every writer
+    groups: dict[int, list[int]]  # writers by that offset
+    lo: int  # the lowest byte some writer writes
+    hi: int  # the highest
+    touched: frozenset[int]  # the bytes some writer writes, less the constant
 # (the address key besides thread bits and constant, the stores)
 _HistIndex = tuple[tuple, list[_Store]]
 

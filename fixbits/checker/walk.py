@@ -13,10 +13,11 @@ Soundness rules kept here:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fixbits.checker.forms import Poly, add_terms, data_token, is_variant_symbol, token
+from fixbits.checker.forms import Poly, add_terms, data_token, is_variant_symbol, split_thread_form, token
 from fixbits.checker.node import Node, Root, int_node
 
 
@@ -458,10 +459,10 @@ class Walk:
         n = self.block_bits()
         if n is None or sp is None or rp is None or sn <= 0 or rn <= 0:
             return True
-        s_split = _race_split(sp, n)
+        s_split = split_thread_form(sp, n)
         if s_split is None:
             return True
-        r_split = _race_split(rp, n)
+        r_split = split_thread_form(rp, n)
         if r_split is None:
             return True
         (sb, sk, sc), (rb, rk, rc) = s_split, r_split
@@ -591,38 +592,7 @@ def _leaf(kind: str, attr: str | int) -> Node:
 
 
 _RACE: dict[tuple, bool] = {}
-_RACE_SPLIT: dict[tuple, tuple[Poly, tuple, int] | None] = {}
 _RACE_SIDE: dict[tuple, dict[int, list[int]]] = {}
-
-
-def _race_split(p: Poly, n: int) -> tuple[Poly, tuple, int] | None:
-    """(the terms over thread bits, the key of the others but the constant, the constant) of an
-    address for Walk._may_race; None when a thread bit is not one of the block's tx0 ..
-    tx{n-1} or multiplies another symbol (memoised per form)."""
-    from fixbits.checker.forms import is_bit_symbol
-
-    key = (p.key(), n)
-    if key in _RACE_SPLIT:
-        return _RACE_SPLIT[key]
-    res: tuple[Poly, tuple, int] | None = None
-    bit: dict[tuple[str, ...], int] = {}
-    rest: dict[tuple[str, ...], int] = {}
-    ok = True
-    for m, c in p.terms.items():
-        if any(is_bit_symbol(x) for x in m):
-            if not all(x[:2] == "tx" and int(x[2:]) < n for x in m if is_bit_symbol(x)):
-                ok = False
-                break
-            bit[m] = c
-        else:
-            rest[m] = c
-    if ok and not any(not is_bit_symbol(x) for m in bit for x in m):
-        c0 = rest.pop((), 0)
-        res = (Poly(bit), Poly(rest).key(), c0)
-    if len(_RACE_SPLIT) > 200_000:
-        _RACE_SPLIT.clear()
-    _RACE_SPLIT[key] = res
-    return res
 
 
 def _race_side(b: Poly, pred: Node | None, pd: bytes | None, n: int) -> dict[int, list[int]]:
@@ -918,10 +888,7 @@ def _relativize(
     def rewrite_poly(p: Poly) -> Poly:
         groups: dict[tuple, dict[tuple, int]] = {}
         for mono, c in p.terms.items():
-            got = _MONO_SPLIT.get(mono)
-            if got is None:
-                got = _mono_split(mono)
-            inv, var = got[0], got[1]
+            inv, var = _mono_split(mono)
             g_ = groups.get(inv)
             if g_ is None:
                 g_ = groups[inv] = {}
@@ -981,31 +948,19 @@ def _relativize(
     return addr, new_value
 
 
-_MONO_SPLIT: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
-_SORTED_MONO: dict[tuple[str, ...], tuple[str, ...]] = {}
-
-
+@functools.lru_cache(maxsize=200_000)
 def _mono_split(mono: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(its invariant symbols, its variant symbols) of a monomial, each in its order
     (memoised: relativize meets the same monomials in every leaf)."""
-    got = (
+    return (
         tuple(s for s in mono if not is_variant_symbol(s)),
         tuple(s for s in mono if is_variant_symbol(s)),
     )
-    if len(_MONO_SPLIT) > 200_000:
-        _MONO_SPLIT.clear()
-    _MONO_SPLIT[mono] = got
-    return got
 
 
+@functools.lru_cache(maxsize=200_000)
 def _sorted_mono(m: tuple[str, ...]) -> tuple[str, ...]:
-    got = _SORTED_MONO.get(m)
-    if got is None:
-        got = tuple(sorted(m))
-        if len(_SORTED_MONO) > 200_000:
-            _SORTED_MONO.clear()
-        _SORTED_MONO[m] = got
-    return got
+    return tuple(sorted(m))
 
 
 class _StillVariant(Exception):
