@@ -241,11 +241,9 @@ def _draw_pair(m: int, n: int, k: int, dtype: str, kind: str, seed: int) -> tupl
     """A and B of one host draw; a spike draw is an ordinary one with its pairs planted."""
     from fixbits.probe import spikes
 
-    base = "ordinary" if kind == spikes.KIND else kind
-    a, b = _draw((m, k), dtype, base, seed), _draw((k, n), dtype, base, seed + 1)
-    if kind == spikes.KIND:
-        a, b = spikes.plant(a.copy(), b.copy(), seed, dtype)
-    return a, b
+    base = spikes.base_kind(kind)
+    return spikes.finish(kind, _draw((m, k), dtype, base, seed).copy(), _draw((k, n), dtype, base, seed + 1).copy(),
+                         seed, dtype)  # fmt: skip
 
 
 def _sample(n: int, count: int, rng: np.random.Generator) -> list[int]:

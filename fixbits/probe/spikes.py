@@ -44,6 +44,16 @@ def positions(k: int, seed: int) -> list[tuple[int, int]]:
     return out
 
 
+def base_kind(kind: str) -> str:
+    """The kind an operand of a ``kind`` draw is drawn as before planting."""
+    return "ordinary" if kind == KIND else kind
+
+
+def finish(kind: str, a: Any, b: Any, seed: int, in_dtype: str) -> tuple[Any, Any]:
+    """A and B of a ``kind`` draw from the base draws: planted (in place) for a spike draw."""
+    return plant(a, b, seed, in_dtype) if kind == KIND else (a, b)
+
+
 def plant(a: Any, b: Any, seed: int, in_dtype: str) -> tuple[Any, Any]:
     """Plant the pairs of ``seed`` into A (M, K) and B (K, N), in place; returns them."""
     if in_dtype not in _LOG2_L:

@@ -37,11 +37,9 @@ def device_operands(m: int, n: int, k: int, dtype: str, kind: str, sa: int, sb: 
     from fixbits.probe import spikes
     from fixbits.probe.hashdraw import operand
 
-    base = "ordinary" if kind == spikes.KIND else kind
-    a, b = operand((m, k), dtype, base, sa, device), operand((k, n), dtype, base, sb, device)
-    if kind == spikes.KIND:
-        spikes.plant(a, b, sa, dtype)
-    return a, b
+    base = spikes.base_kind(kind)
+    return spikes.finish(kind, operand((m, k), dtype, base, sa, device), operand((k, n), dtype, base, sb, device),
+                         sa, dtype)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -249,12 +247,10 @@ def sampled_operands(rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, list[
     m, n, k, dt = rec["m"], rec["n"], rec["k"], rec["dtype"]
     a_parts, b_parts, sizes = [], [], []
     for d in rec["draws"]:
-        spike = d["kind"] == spikes.KIND
-        base = "ordinary" if spike else d["kind"]
-        a_r = numpy_rows((m, k), d["rows"], dt, base, d["seeds"][0])
-        b_c = numpy_cols((k, n), d["cols"], dt, base, d["seeds"][1])
-        if spike:  # the plant touches whole columns of A and rows of B: the sampled ones are exact
-            a_r, b_c = spikes.plant(a_r, b_c, d["seeds"][0], dt)
+        base = spikes.base_kind(d["kind"])
+        # a plant touches whole columns of A and rows of B: the sampled ones are exact
+        a_r, b_c = spikes.finish(d["kind"], numpy_rows((m, k), d["rows"], dt, base, d["seeds"][0]),
+                                 numpy_cols((k, n), d["cols"], dt, base, d["seeds"][1]), d["seeds"][0], dt)  # fmt: skip
         a_parts.append(a_r)
         b_parts.append(b_c)
         sizes.append((len(d["rows"]), len(d["cols"])))
