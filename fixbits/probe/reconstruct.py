@@ -519,7 +519,7 @@ def _settle_kinds(out_dtype: str) -> tuple[str, ...]:
     are mostly spike draws (fixbits.probe.spikes)."""
     from fixbits.probe import spikes
 
-    if out_dtype in ("fp16", "bf16"):
+    if spikes.hides_ulps(out_dtype):
         return (spikes.KIND, spikes.KIND, "ordinary", "wide")
     return ("ordinary", "wide")
 

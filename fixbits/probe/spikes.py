@@ -44,6 +44,11 @@ def positions(k: int, seed: int) -> list[tuple[int, int]]:
     return out
 
 
+def hides_ulps(out_dtype: str) -> bool:
+    """Whether an output dtype rounds away the one-ulp fp32 regroupings (spike draws needed)."""
+    return out_dtype in ("fp16", "bf16")
+
+
 def base_kind(kind: str) -> str:
     """The kind an operand of a ``kind`` draw is drawn as before planting."""
     return "ordinary" if kind == KIND else kind

@@ -29,7 +29,9 @@ NARROW_DRAW_KINDS = ("ordinary", "wide", "spike")
 
 
 def draw_kinds(out_dtype: str) -> tuple[str, ...]:
-    return NARROW_DRAW_KINDS if out_dtype in ("fp16", "bf16") else DRAW_KINDS
+    from fixbits.probe.spikes import hides_ulps
+
+    return NARROW_DRAW_KINDS if hides_ulps(out_dtype) else DRAW_KINDS
 
 
 def device_operands(m: int, n: int, k: int, dtype: str, kind: str, sa: int, sb: int, device: str) -> tuple[Any, Any]:
