@@ -161,10 +161,32 @@ def test_prediction_keeps_the_answers_own_reading_when_draws_cannot_separate(mon
 
     monkeypatch.setattr(recover, "verify_draws", every_reading_passes)
     group = [(16, 4, 1088), (16, 4, 1120), (16, 4, 1144)]
-    key = "a23-t20-s4-r4-w0-c0-g15"
+    key = "a23-t20-s4-r4-w0-c0-g0"  # STAGES_ID 0 implies no step (the next test has one)
     task = {"seed": 11, "prio": [], "group": group, "in_dtype": "fp16", "key": key, "from_keys": [key]}
     desc, used, note, src = R._predict(EmulatorBackend(SPLIT64), [SPLIT32], task, group[:1])
     assert desc == SPLIT32 and src == 0 and "kept this answer's own reading" in note, note
+
+
+@pytest.mark.parametrize(("stages_id", "step"), [(15, 64), (9, 32)])
+def test_prediction_takes_the_step_the_answers_stages_id_implies(
+    monkeypatch: pytest.MonkeyPatch, stages_id: int, step: int
+) -> None:
+    """Draws that keep several step readings of an algo-23 answer: the one whose step is its
+    STAGES_ID's depth (15: 64x3, 9: 32x3) is taken, and the note says so (matmul_check s15 found
+    two entries that had kept a carried step instead)."""
+    from fixbits.backends import EmulatorBackend
+    from fixbits.probe import recover
+
+    def steps_pass(backend: object, descs: list[GEMMDesc], *a: object, **kw: object) -> tuple[list[bool], int]:
+        return [d.residue == "first" for d in descs], 0  # the draws part the residue turns, not the steps
+
+    monkeypatch.setattr(recover, "verify_draws", steps_pass)
+    group = [(16, 4, 1088), (16, 4, 1120), (16, 4, 1144)]
+    task = {"seed": 11, "prio": [], "group": group, "in_dtype": "fp16", "key": f"a23-t20-s4-r4-w0-c0-g{stages_id}"}
+    base = SPLIT32 if step == 64 else SPLIT64
+    desc, used, note, src = R._predict(EmulatorBackend(SPLIT64), [base], task, group[:1])
+    assert desc is not None and desc.k_loop_step == step, note
+    assert "STAGES_ID" in note, note
 
 
 def test_a_gemv_answer_with_a_capped_lane_tile_is_predicted_from_a_fixed_tile_hint() -> None:

@@ -105,3 +105,22 @@ DTYPE_CODES: dict[str, int] = {
     "fp8_e5m2": CUDA_R_8F_E5M2,
 }
 ELEMENT_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
+
+# cublasLtMatmulStages_t (cublasLt.h): STAGES_ID -> (K depth of one stage, stages). IDs 1-24 run
+# 16, 32, 64, 128 deep with 1-6 stages each; later IDs were appended out of that order. The nvjet
+# kernels' IDs past these (e.g. 35) are not in the header this table follows: no depth is known.
+STAGES: dict[int, tuple[int, int]] = {
+    **{6 * i + s: (depth, s) for i, depth in enumerate((16, 32, 64, 128)) for s in range(1, 7)},
+    25: (32, 10),
+    26: (8, 4),
+    27: (16, 10),
+    28: (8, 5),
+    29: (16, 80),
+    30: (64, 80),
+}
+
+
+def stage_depth(stages_id: int) -> int | None:
+    """The K depth one main-loop stage of this STAGES_ID loads, or None where the enum has none."""
+    hit = STAGES.get(int(stages_id))
+    return hit[0] if hit else None

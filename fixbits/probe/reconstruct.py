@@ -450,6 +450,7 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
     or their step/residue/lane variants that cuBLAS's bytes leave, on this answer's own shapes;
     shapes where surviving variants still differ are added (K chosen where they part)."""
     from fixbits.probe.recover import _pin_order, verify_draws
+    from fixbits.probe.stages import prefer_step
 
     origin: dict[Any, int] = {}
     for i, b in enumerate(bases):
@@ -481,6 +482,12 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
                 queue.append(order[0])
     settled_note = ""
     if len(alive) > 1:
+        # the answer's STAGES_ID settles the step where the draws cannot (fixbits.probe.stages)
+        by_stage = prefer_step(alive, task.get("key", ""))
+        if len(by_stage) < len(alive):
+            alive = by_stage
+            settled_note = f" (step {alive[0].k_loop_step} from the answer's STAGES_ID)"
+    if len(alive) > 1:
         alive, settled = _settle(bk, alive, task)
         used += [sh for sh in settled if sh not in used]
         froms = _from_keys(task, len(bases))
@@ -489,7 +496,7 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
         own = [b for b, f in zip(bases, froms, strict=True) if f is not None and f == task.get("key") and b in alive]
         if len(alive) > 1 and own:
             alive = own[:1]
-            settled_note = " (the draws here leave other readings too: kept this answer's own reading)"
+            settled_note += " (the draws here leave other readings too: kept this answer's own reading)"
         where = ", ".join("x".join(map(str, sh)) for sh in settled)
         if not alive:
             return None, [], f"no reading survives the settling draws on {where}", -1

@@ -44,7 +44,8 @@ WEIGHTS = {"fp16": 0.42, "bf16": 0.36, "fp8_e4m3": 0.22}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    # @FILE reads more arguments from FILE, one per line: answer lists too long for one command line
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], fromfile_prefix_chars="@")
     p.add_argument("--out", default=None)
     p.add_argument("--budget-s", type=float, default=420.0)
     p.add_argument("--arch", default="sm_90")

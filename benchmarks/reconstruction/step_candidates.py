@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Shapes on which two readings of an answer part, for a GPU recheck (CPU).
+
+    .venv/bin/python benchmarks/reconstruction/step_candidates.py FINDINGS.yaml OUT.csv [--per-key 3]
+
+FINDINGS is stage_rule.py's --out: per disagreeing entry, its step and the implied one. For each,
+K is moved around the entry's recorded shapes (M and N kept, so the heuristic is likely to give
+the same answer) to the nearest values where the two readings' trees differ; both readings are emulated on one ordinary and one wide draw, and the shapes
+where most output elements differ are written as matmul_check-style rows (pair, m, n, k, answer,
+seed, outcome) for runners/device/matmul_replay.py, which keeps cuBLAS's full outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+import zlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+
+
+def base_shapes(entry, samples: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    shapes = [tuple(entry.shape)] + samples
+    shapes += [tuple(int(x) for x in s) for s in re.findall(r"(\d+)x(\d+)x(\d+)", entry.note)]
+    out = []
+    for s in shapes:
+        if s not in out:
+            out.append(s)
+    return out
+
+
+def main() -> int:
+    from fixbits.emulate import emulate
+    from fixbits.kernels.backend import to_numpy
+    from fixbits.numerics.formats import bits
+    from fixbits.probe import profile as profiles
+    from fixbits.probe.hashdraw import operand
+    from fixbits.probe.plan import equivalent_on
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("findings", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--per-key", type=int, default=3)
+    ap.add_argument("--max-out", type=int, default=40000, help="largest M*N kept (cuBLAS outputs come back whole)")
+    ap.add_argument("--max-mk", type=float, default=4e7, help="largest M*K screened (emulation cost)")
+    args = ap.parse_args()
+    rows = []
+    for f in yaml.safe_load(args.findings.read_text()):
+        if "implied" not in f:
+            continue
+        prof = profiles.load(Path(profiles.PROFILE_DIR) / f["profile"])
+        entry = prof.entries[f["key"]]
+        dt, od = prof.dtype, prof.out_dtype
+        if od != "fp32":
+            continue  # narrow outputs hide the step on ordinary and wide draws; their fp32 twins carry it
+        old = entry.desc.replace(k_loop_step=f["step"])
+        new = entry.desc.replace(k_loop_step=f["implied"])
+        scored = []
+        for m, n, k in base_shapes(entry, []):
+            if m * n > args.max_out:
+                continue
+            # K where the two readings' trees differ (fixbits.probe.plan.equivalent_on), nearest first
+            parts = [kk for d in range(0, 257) for kk in {k - d, k + d}
+                     if kk > 0 and m * kk <= args.max_mk and not equivalent_on(old, new, kk)][:3]
+            for kk in parts:
+                diff = 0
+                for kind, seed in (("ordinary", 1), ("wide", 2)):
+                    a = to_numpy(operand((m, kk), dt, kind, 2 * seed, "cpu"), dt)
+                    b = to_numpy(operand((kk, n), dt, kind, 2 * seed + 1, "cpu"), dt)
+                    diff += int((bits(emulate(old.at_k(kk), a, b)) != bits(emulate(new.at_k(kk), a, b))).sum())
+                scored.append((diff / (2 * m * n), (m, n, kk)))
+                print(f"{f['key']} {dt}->{od} {m}x{n}x{kk}: {diff} of {2 * m * n} differ", flush=True)
+        scored.sort(reverse=True)
+        for share, (m, n, k) in [x for x in scored if x[0] > 0][: args.per_key]:
+            pair = f"{dt}->{od}"
+            rows.append({"pair": pair, "set": "step", "m": m, "n": n, "k": k, "answer": f["key"],
+                         "seed": zlib.crc32(f"{pair}:{m}x{n}x{k}".encode()) & 0x7FFFFFF, "outcome": "mismatch",
+                         "desc_hash": "", "share_differing": round(share, 4)})
+    with args.out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["pair"])
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{len(rows)} shapes written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""The K-loop step a heuristic answer's STAGES_ID implies, where the kernels follow it.
+
+The sm80-style cutlass kernels cuBLASLt 13.1 runs on the H200 for ALGO_ID 23 and 24 walk K one
+shared-memory stage at a time, and their descriptors' ``k_loop_step`` is that stage's depth: all
+probed entries of those algos agree (e.g. ``..._s161616gemm_f16_32x32_128x2`` under STAGES_ID 20,
+128x2, steps 128), and the two entries found wrong by matmul_check s15 had carried another
+tile's step (fixed by taking the depth; benchmarks/reconstruction/h200/README.md, session 15).
+Draws alone often cannot tell the steps apart (split spans shorter than the step, narrow outputs),
+so the depth settles what they leave open; it never overrides a reading the draws reject.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fixbits.cublas.enums import stage_depth
+
+# algos whose K-loop step is the stage depth (H200, cuBLASLt 13.1)
+STAGE_STEP_ALGOS = frozenset({23, 24})
+
+_KEY = re.compile(r"a(?P<a>\d+)-t\d+-s-?\d+-r\d+-w\d+-c\d+-g(?P<g>\d+)$")
+
+
+def implied_step(answer: Any) -> int | None:
+    """The step an answer (key string, HeuristicAnswer or its dict) implies, or None when its
+    algo does not follow the rule or its STAGES_ID has no depth."""
+    if isinstance(answer, str):
+        m = _KEY.match(answer)
+        if m is None:
+            return None
+        algo, stages = int(m["a"]), int(m["g"])
+    elif isinstance(answer, dict):
+        algo, stages = int(answer["algo_id"]), int(answer["stages_id"])
+    else:
+        algo, stages = int(answer.algo_id), int(answer.stages_id)
+    return stage_depth(stages) if algo in STAGE_STEP_ALGOS else None
+
+
+def prefer_step(readings: list[Any], answer: Any) -> list[Any]:
+    """Of several readings the draws leave, those whose K-loop step is the answer's implied step
+    (all of them when none is, or when the answer implies none)."""
+    step = implied_step(answer)
+    if step is None:
+        return readings
+    kept = [d for d in readings if d.k_loop_step == step]
+    return kept or readings
+
+
+def disagreements(profile: Any) -> list[tuple[str, str, int, int]]:
+    """(answer key, which descriptor, its step, the implied step) for every descriptor of a
+    profile (variants included) whose step is not the one its answer implies."""
+    out = []
+    for key, entry in sorted(profile.entries.items()):
+        step = implied_step(key)
+        if step is None:
+            continue
+        for where, desc in [("entry", entry.desc)] + [(f"K [{v.k_min}, {v.k_max}]", v.desc) for v in entry.variants]:
+            if desc.k_loop_step != step:
+                out.append((key, where, desc.k_loop_step, step))
+    return out

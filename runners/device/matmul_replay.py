@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""GPU: the rows a matmul_check run found differing, redone with every output kept, so the
+difference can be placed: the profile's descriptor (emulator != cuBLAS) or the kernel
+(emulator == cuBLAS != fixbits.matmul).
+
+    PYTHONPATH=<repo> python3 runners/device/matmul_replay.py --out DIR --csv RUN/matmul_check.csv
+        [--outcomes mismatch] [--draws 10] [--budget-s 120]
+
+Per row and draw: cuBLAS's output and fixbits.matmul's (the same seeded draws as matmul_check,
+so the operands are redrawn on any machine by fixbits.probe.hashdraw), saved to
+DIR/<pair>_<m>x<n>x<k>.npz; then the emulator runs the profile's descriptor on the host copies
+and DIR/replay.yaml counts, per draw, the elements where each pair of the three differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "runners" / "device"))
+
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--csv", required=True, help="a matmul_check run's matmul_check.csv")
+    p.add_argument("--outcomes", default="mismatch", help="comma list of the outcomes to redo")
+    p.add_argument("--draws", type=int, default=10)
+    p.add_argument("--budget-s", type=float, default=120.0)
+    return p.parse_args(argv)
+
+
+def replay_row(row: dict[str, Any], draws: int, out: Path) -> dict[str, Any]:
+    """cuBLAS, fixbits.matmul and the emulator on each draw of one row; counts of differing
+    elements per comparison, by raw bits."""
+    import torch
+    from matmul_check import draw_operands, reference
+
+    from fixbits.emulate import emulate
+    from fixbits.kernels.backend import to_numpy
+    from fixbits.kernels.matmul import arch_profile, matmul, resolve_desc
+    from fixbits.testing import compare_bits
+
+    pair = row["pair"]
+    dt, od = pair.split("->")
+    m, n, k, seed = int(row["m"]), int(row["n"]), int(row["k"]), int(row["seed"])
+    lt, _, _ = arch_profile(dt, od, torch.device("cuda"))
+    answer = lt.heuristic(m, n, k, dt, od).key_str()  # the row's answer may be a guess (step_candidates)
+    desc = resolve_desc(m, n, k, dt, od, torch.device("cuda"))
+    saved: dict[str, np.ndarray] = {}
+    counts = {"cublas_vs_matmul": [], "emulator_vs_cublas": [], "emulator_vs_matmul": []}
+    for d in range(draws):
+        a, b = draw_operands(m, n, k, dt, seed, d)
+        ours = matmul(a, b, out_dtype=od)
+        ref = reference(a, b, dt, od)
+        emu = emulate(desc.replace(epilogue=()), to_numpy(a.cpu(), dt), to_numpy(b.cpu(), dt))
+        ours_np, ref_np = to_numpy(ours.cpu(), od), to_numpy(ref.cpu(), od)
+        counts["cublas_vs_matmul"].append(compare_bits(ours_np, ref_np).n_diff)
+        counts["emulator_vs_cublas"].append(compare_bits(emu, ref_np).n_diff)
+        counts["emulator_vs_matmul"].append(compare_bits(emu, ours_np).n_diff)
+        saved[f"cublas_{d}"], saved[f"matmul_{d}"], saved[f"emulator_{d}"] = ref_np, ours_np, emu
+    np.savez_compressed(out / f"{dt}_{od}_{m}x{n}x{k}.npz", **saved)
+    return {
+        "pair": pair,
+        "shape": [m, n, k],
+        "answer": answer,
+        "row_answer": row["answer"],
+        "desc_hash": row["desc_hash"],
+        "seed": seed,
+        "draws": draws,
+        "ndiff": {key: [int(x) for x in v] for key, v in counts.items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    import csv
+
+    args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    deadline = time.time() + args.budget_s
+    wanted = set(args.outcomes.split(","))
+    with open(args.csv) as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("outcome") in wanted]
+    print(f"{len(rows)} rows with outcome in {sorted(wanted)}", flush=True)
+    results = []
+    for r in rows:
+        if time.time() > deadline:
+            results.append({"pair": r["pair"], "shape": [r["m"], r["n"], r["k"]], "skipped": "budget"})
+            continue
+        t = time.time()
+        try:
+            res = replay_row(r, args.draws, out)
+        except Exception as exc:  # noqa: BLE001  (reported; the other rows go on)
+            res = {"pair": r["pair"], "shape": [r["m"], r["n"], r["k"]], "error": f"{type(exc).__name__}: {exc}"}
+        res["t_s"] = round(time.time() - t, 1)
+        print(yaml.safe_dump([res], sort_keys=False, width=200), flush=True)
+        results.append(res)
+    (out / "replay.yaml").write_text(yaml.safe_dump(results, sort_keys=False, width=200))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
