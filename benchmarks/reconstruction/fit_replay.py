@@ -25,12 +25,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "runners" / "device"))
 
 
-def variants(desc: Any) -> list[tuple[str, Any]]:
+def variants(desc: Any, steps_only: bool = False) -> list[tuple[str, Any]]:
     """The profile's descriptor first, then readings a probe at another K could have confused."""
     out: list[tuple[str, Any]] = [("profile", desc)]
     for step in (16, 32, 64, 128, 256):
         if step != desc.k_loop_step:
             out.append((f"k_loop_step {step}", desc.replace(k_loop_step=step)))
+    if steps_only:
+        return out
     out.append((f"residue {'last' if desc.residue == 'first' else 'first'}",
                 desc.replace(residue="last" if desc.residue == "first" else "first")))
     if desc.use_fast_accum:
@@ -65,6 +67,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("replay_dir")
     ap.add_argument("--draws", type=int, default=10)
+    ap.add_argument("--steps-only", action="store_true", help="vary the K-loop step only")
     args = ap.parse_args()
     d = Path(args.replay_dir)
     for row in yaml.safe_load((d / "replay.yaml").read_text()):
@@ -73,14 +76,18 @@ def main() -> int:
         dt, od = row["pair"].split("->")
         m, n, k = row["shape"]
         prof = profiles.load(Path(profiles.PROFILE_DIR) / profiles.profile_filename("sm_90", "130100", dt, od))
-        desc = prof.lookup(row["answer"], k=k, n=n)
+        try:
+            desc = prof.lookup(row["answer"], k=k, n=n)
+        except profiles.NotInProfile as exc:
+            print(f"== {row['pair']} {m}x{n}x{k}: {exc}", flush=True)
+            continue
         saved = np.load(d / f"{dt}_{od}_{m}x{n}x{k}.npz")
         ops = []
         for i in range(args.draws):
             a, b = _host_operands(m, n, k, dt, row["seed"], i)
             ops.append((to_numpy(a, dt), to_numpy(b, dt), saved[f"cublas_{i}"]))
         print(f"== {row['pair']} {m}x{n}x{k} {row['answer']}: {desc.k_cuts}, step {desc.k_loop_step}", flush=True)
-        for name, cand in variants(desc):
+        for name, cand in variants(desc, args.steps_only):
             diffs = 0
             for a, b, want in ops:
                 got = emulate(cand, a, b)

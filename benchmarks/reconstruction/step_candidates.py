@@ -49,7 +49,8 @@ def main() -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--per-key", type=int, default=3)
     ap.add_argument("--max-out", type=int, default=40000, help="largest M*N kept (cuBLAS outputs come back whole)")
-    ap.add_argument("--max-mk", type=float, default=4e7, help="largest M*K screened (emulation cost)")
+    ap.add_argument("--max-mnk", type=float, default=1.5e8, help="largest M*N*K screened (emulation cost)")
+    ap.add_argument("--bases", type=int, default=2, help="recorded shapes per entry, cheapest first")
     args = ap.parse_args()
     rows = []
     for f in yaml.safe_load(args.findings.read_text()):
@@ -63,12 +64,12 @@ def main() -> int:
         old = entry.desc.replace(k_loop_step=f["step"])
         new = entry.desc.replace(k_loop_step=f["implied"])
         scored = []
-        for m, n, k in base_shapes(entry, []):
-            if m * n > args.max_out:
-                continue
+        bases = sorted((s for s in base_shapes(entry, []) if s[0] * s[1] <= args.max_out
+                        and s[0] * s[1] * s[2] <= args.max_mnk), key=lambda s: s[0] * s[1] * s[2])
+        for m, n, k in bases[: args.bases]:
             # K where the two readings' trees differ (fixbits.probe.plan.equivalent_on), nearest first
             parts = [kk for d in range(0, 257) for kk in {k - d, k + d}
-                     if kk > 0 and m * kk <= args.max_mk and not equivalent_on(old, new, kk)][:3]
+                     if kk > 0 and not equivalent_on(old, new, kk)][:2]
             for kk in parts:
                 diff = 0
                 for kind, seed in (("ordinary", 1), ("wide", 2)):

@@ -8,8 +8,9 @@ difference can be placed: the profile's descriptor (emulator != cuBLAS) or the k
 
 Per row and draw: cuBLAS's output and fixbits.matmul's (the same seeded draws as matmul_check,
 so the operands are redrawn on any machine by fixbits.probe.hashdraw), saved to
-DIR/<pair>_<m>x<n>x<k>.npz; then the emulator runs the profile's descriptor on the host copies
-and DIR/replay.yaml counts, per draw, the elements where each pair of the three differs.
+DIR/<pair>_<m>x<n>x<k>.npz; then (unless --no-emulate) the emulator runs the profile's descriptor
+on the host copies, and DIR/replay.yaml counts, per draw, the elements where each pair of the
+three differs. The row's answer is asked of the heuristic again (a row may carry a guess).
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--outcomes", default="mismatch", help="comma list of the outcomes to redo")
     p.add_argument("--draws", type=int, default=10)
     p.add_argument("--budget-s", type=float, default=120.0)
+    p.add_argument("--no-emulate", action="store_true",
+                   help="keep cuBLAS's and fixbits.matmul's outputs only (the host emulates later: fit_replay.py)")
     return p.parse_args(argv)
 
 
-def replay_row(row: dict[str, Any], draws: int, out: Path) -> dict[str, Any]:
+def replay_row(row: dict[str, Any], draws: int, out: Path, emulate_here: bool = True) -> dict[str, Any]:
     """cuBLAS, fixbits.matmul and the emulator on each draw of one row; counts of differing
     elements per comparison, by raw bits."""
     import torch
@@ -56,17 +59,21 @@ def replay_row(row: dict[str, Any], draws: int, out: Path) -> dict[str, Any]:
     answer = lt.heuristic(m, n, k, dt, od).key_str()  # the row's answer may be a guess (step_candidates)
     desc = resolve_desc(m, n, k, dt, od, torch.device("cuda"))
     saved: dict[str, np.ndarray] = {}
-    counts = {"cublas_vs_matmul": [], "emulator_vs_cublas": [], "emulator_vs_matmul": []}
+    counts: dict[str, list[int]] = {"cublas_vs_matmul": []}
+    if emulate_here:
+        counts.update(emulator_vs_cublas=[], emulator_vs_matmul=[])
     for d in range(draws):
         a, b = draw_operands(m, n, k, dt, seed, d)
         ours = matmul(a, b, out_dtype=od)
         ref = reference(a, b, dt, od)
-        emu = emulate(desc.replace(epilogue=()), to_numpy(a.cpu(), dt), to_numpy(b.cpu(), dt))
         ours_np, ref_np = to_numpy(ours.cpu(), od), to_numpy(ref.cpu(), od)
         counts["cublas_vs_matmul"].append(compare_bits(ours_np, ref_np).n_diff)
-        counts["emulator_vs_cublas"].append(compare_bits(emu, ref_np).n_diff)
-        counts["emulator_vs_matmul"].append(compare_bits(emu, ours_np).n_diff)
-        saved[f"cublas_{d}"], saved[f"matmul_{d}"], saved[f"emulator_{d}"] = ref_np, ours_np, emu
+        saved[f"cublas_{d}"], saved[f"matmul_{d}"] = ref_np, ours_np
+        if emulate_here:
+            emu = emulate(desc.replace(epilogue=()), to_numpy(a.cpu(), dt), to_numpy(b.cpu(), dt))
+            counts["emulator_vs_cublas"].append(compare_bits(emu, ref_np).n_diff)
+            counts["emulator_vs_matmul"].append(compare_bits(emu, ours_np).n_diff)
+            saved[f"emulator_{d}"] = emu
     np.savez_compressed(out / f"{dt}_{od}_{m}x{n}x{k}.npz", **saved)
     return {
         "pair": pair,
@@ -98,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         t = time.time()
         try:
-            res = replay_row(r, args.draws, out)
+            res = replay_row(r, args.draws, out, emulate_here=not args.no_emulate)
         except Exception as exc:  # noqa: BLE001  (reported; the other rows go on)
             res = {"pair": r["pair"], "shape": [r["m"], r["n"], r["k"]], "error": f"{type(exc).__name__}: {exc}"}
         res["t_s"] = round(time.time() - t, 1)
