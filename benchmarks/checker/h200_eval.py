@@ -1,6 +1,6 @@
 """This checkout's checker against the byte classes an H200 run measured, on CPU only.
 
-    python benchmarks/checker/h200_eval.py [--cases benchmarks/checker/h200_s2/checker_soundness_cases.jsonl]
+    python benchmarks/checker/h200_eval.py [--cases benchmarks/checker/h200_s2/checker_soundness_cases.jsonl.gz]
         [--ptx-dir .aot/ptx ...] [--only row_sum,softmax] [--out FILE.json] [--md FILE.md]
 
 The device run recorded, per config, the sha of every PTX file it launched and the bytes of its
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-DEFAULT_CASES = ROOT / "benchmarks/checker/h200_s2/checker_soundness_cases.jsonl"
+DEFAULT_CASES = ROOT / "benchmarks/checker/h200_s2/checker_soundness_cases.jsonl.gz"
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def evaluate(
     shape in the soundness matrix, the module's ``launch_ints``), where the module gives it."""
     from fixbits.checker.api import signature
     from fixbits.checker.launch import corpus_launch
-    from fixbits.checker.soundness import load_families, partition
+    from fixbits.checker.soundness import device_cases, load_families, partition
 
     fams = {f.name: f for f in load_families()}
     family = {f.name: f.family for f in fams.values()}
@@ -80,8 +80,7 @@ def evaluate(
     left: dict[tuple[str, str], int] = defaultdict(int)
     fb: dict[tuple[str, str], int] = defaultdict(int)
     phys: dict[tuple[str, str], int] = defaultdict(int)
-    for line in cases_path.read_text().splitlines():
-        r = json.loads(line)
+    for r in device_cases(cases_path):
         if only and r["kernel"] not in only:
             continue
         if "error" in r or not r.get("bytes") or not r.get("ptx_sha"):

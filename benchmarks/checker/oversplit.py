@@ -81,9 +81,10 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     if args.cases:
+        from fixbits.checker.soundness import device_cases
+
         by: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        for line in Path(args.cases).read_text().splitlines():
-            r = json.loads(line)
+        for r in device_cases(Path(args.cases)):
             s = sig_of.get((r["kernel"], r["dtype"], r["label"]))
             if "error" in r or s is None or not r.get("bytes"):
                 continue

@@ -176,3 +176,13 @@ def partition(items: Iterable[tuple[str, str | None]]) -> tuple[int, int | None,
         pairs += bad
         impure += 1 if bad else 0
     return checker, true, pairs, impure
+
+
+def device_cases(path: Path) -> list[dict[str, Any]]:
+    """The per-config rows a device run wrote (runners/device/checker_soundness.py), from the
+    .jsonl or its committed .jsonl.gz (kept compressed: the device call copies the whole tree)."""
+    import gzip
+    import json
+
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    return [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
