@@ -55,7 +55,7 @@ def test_unsupported_dtype_is_named() -> None:
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_sweep_redraws_a_spike_draw_cell_for_cell(dtype: str) -> None:
     """The CPU check rebuilds the sampled rows and columns of a device spike draw exactly."""
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from fixbits.probe.sweep import device_operands, draw_kinds, sampled_operands, seeds
 
     assert spikes.KIND in draw_kinds(dtype) and spikes.KIND not in draw_kinds("fp32")

@@ -9,13 +9,27 @@ from fixbits.cublas.lt import HeuristicAnswer
 from fixbits.desc import GEMMDesc
 from fixbits.probe import profile as profiles
 from fixbits.probe.profile import ArchProfile, ProfileEntry
-from fixbits.probe.stages import disagreements, implied_step, prefer_step
+from fixbits.probe.stages import disagreements, implied_step, kernel_depth, prefer_step
 
 BASE = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp32")
 
 
-@pytest.mark.parametrize(("stages_id", "depth"), [(1, 16), (6, 16), (7, 32), (15, 64), (20, 128), (24, 128),
-                                                  (25, 32), (26, 8), (30, 64), (0, None), (35, None)])
+@pytest.mark.parametrize(
+    ("stages_id", "depth"),
+    [
+        (1, 16),
+        (6, 16),
+        (7, 32),
+        (15, 64),
+        (20, 128),
+        (24, 128),
+        (25, 32),
+        (26, 8),
+        (30, 64),
+        (0, None),
+        (35, None),
+    ],
+)
 def test_stage_depth_follows_the_cublaslt_enum(stages_id: int, depth: int | None) -> None:
     assert stage_depth(stages_id) == depth
     assert len(STAGES) == 30
@@ -59,3 +73,54 @@ def test_committed_entries_step_as_their_stages_id_implies(path: object) -> None
     corrected (benchmarks/reconstruction/stage_rule.py). A new entry that breaks the rule is
     either a wrong prediction or a counterexample to be looked at, never silently kept."""
     assert disagreements(profiles.load(path)) == []
+
+
+def test_kernel_depth_reads_the_stage_of_cutlass_names_only() -> None:
+    assert (
+        kernel_depth(
+            "void cutlass::Kernel2<cutlass_80_wmma_tensorop_s161616gemm_f16_32x32_128x2_nn_align2>(x)"
+        )
+        == 128
+    )
+    assert (
+        kernel_depth("void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_bf16_64x128_64x3_nn_align2>(x)")
+        == 64
+    )
+    assert kernel_depth("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NNN") is None
+    assert (
+        kernel_depth("void gemv2T_kernel_val<int, int, __half, __half, float, 128, 16, 4, 4, false>") is None
+    )
+
+
+def test_the_kernels_the_h200_ran_step_as_the_committed_entries() -> None:
+    """matmul_check s15 recorded, per heuristic answer, the kernels cuBLAS launched: where that is a
+    cutlass kernel, its stage depth is the committed entry's step (two rows broke this before the
+    correction, and they were the two shapes whose bytes differed)."""
+    import csv
+    from pathlib import Path
+
+    run = Path(__file__).resolve().parents[1] / "benchmarks/gemm/h200/matmul_check_s15/matmul_check.csv"
+    loaded = {(p.dtype, p.out_dtype): p for p in map(profiles.load, profiles.available())}
+    seen = 0
+    with run.open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            depth = kernel_depth(r["cublas_kernels"])
+            dt, od = r["pair"].split("->")
+            if (
+                depth is None
+                or r["outcome"] not in ("match", "mismatch")
+                or r["answer"] not in loaded[(dt, od)].entries
+            ):
+                continue
+            desc = loaded[(dt, od)].lookup(r["answer"], k=int(r["k"]), n=int(r["n"]))
+            assert desc.k_loop_step == depth, (
+                r["pair"],
+                r["answer"],
+                r["m"],
+                r["n"],
+                r["k"],
+                desc.k_loop_step,
+                depth,
+            )
+            seen += 1
+    assert seen >= 200, seen

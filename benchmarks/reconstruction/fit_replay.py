@@ -33,8 +33,12 @@ def variants(desc: Any, steps_only: bool = False) -> list[tuple[str, Any]]:
             out.append((f"k_loop_step {step}", desc.replace(k_loop_step=step)))
     if steps_only:
         return out
-    out.append((f"residue {'last' if desc.residue == 'first' else 'first'}",
-                desc.replace(residue="last" if desc.residue == "first" else "first")))
+    out.append(
+        (
+            f"residue {'last' if desc.residue == 'first' else 'first'}",
+            desc.replace(residue="last" if desc.residue == "first" else "first"),
+        )
+    )
     if desc.use_fast_accum:
         for p in (1, 2, 4):
             out.append((f"promotion every {p}", desc.replace(use_fast_accum=False, promotion_interval=p)))
@@ -42,17 +46,26 @@ def variants(desc: Any, steps_only: bool = False) -> list[tuple[str, Any]]:
         out.append(("fast accumulation", desc.replace(use_fast_accum=True, promotion_interval=None)))
     if desc.k_cuts and desc.k_cuts[0].count:
         c0 = desc.k_cuts[0]
-        for g, ag, rule in itertools.product((1, 8, 16, 32, 64, 128, 256), (None, 64, 128, 256),
-                                             ("ceil", "floor", "tail_dropped")):
-            if (g, ag, rule) == (c0.granule, c0.aligned_granule, c0.span_rule) or (ag is not None and ag <= g):
+        for g, ag, rule in itertools.product(
+            (1, 8, 16, 32, 64, 128, 256), (None, 64, 128, 256), ("ceil", "floor", "tail_dropped")
+        ):
+            if (g, ag, rule) == (c0.granule, c0.aligned_granule, c0.span_rule) or (
+                ag is not None and ag <= g
+            ):
                 continue
             cut = dataclasses.replace(c0, granule=g, aligned_granule=ag, span_rule=rule)
-            out.append((f"cut granule {g} aligned {ag} {rule}", desc.replace(k_cuts=(cut,) + desc.k_cuts[1:])))
+            out.append(
+                (f"cut granule {g} aligned {ag} {rule}", desc.replace(k_cuts=(cut,) + desc.k_cuts[1:]))
+            )
         for step in (32, 64, 128):
             for g in (8, 64):
                 cut = dataclasses.replace(c0, granule=g)
-                out.append((f"cut granule {g} + k_loop_step {step}",
-                            desc.replace(k_loop_step=step, k_cuts=(cut,) + desc.k_cuts[1:])))
+                out.append(
+                    (
+                        f"cut granule {g} + k_loop_step {step}",
+                        desc.replace(k_loop_step=step, k_cuts=(cut,) + desc.k_cuts[1:]),
+                    )
+                )
     return out
 
 
@@ -75,7 +88,9 @@ def main() -> int:
             continue
         dt, od = row["pair"].split("->")
         m, n, k = row["shape"]
-        prof = profiles.load(Path(profiles.PROFILE_DIR) / profiles.profile_filename("sm_90", "130100", dt, od))
+        prof = profiles.load(
+            Path(profiles.PROFILE_DIR) / profiles.profile_filename("sm_90", "130100", dt, od)
+        )
         try:
             desc = prof.lookup(row["answer"], k=k, n=n)
         except profiles.NotInProfile as exc:
@@ -86,7 +101,10 @@ def main() -> int:
         for i in range(args.draws):
             a, b = _host_operands(m, n, k, dt, row["seed"], i)
             ops.append((to_numpy(a, dt), to_numpy(b, dt), saved[f"cublas_{i}"]))
-        print(f"== {row['pair']} {m}x{n}x{k} {row['answer']}: {desc.k_cuts}, step {desc.k_loop_step}", flush=True)
+        print(
+            f"== {row['pair']} {m}x{n}x{k} {row['answer']}: {desc.k_cuts}, step {desc.k_loop_step}",
+            flush=True,
+        )
         for name, cand in variants(desc, args.steps_only):
             diffs = 0
             for a, b, want in ops:

@@ -31,7 +31,13 @@ import yaml  # noqa: E402
 from fixbits.probe import profile as profiles  # noqa: E402
 from fixbits.probe.sweep import check  # noqa: E402
 
-AGAIN = ("not_in_profile", "unchecked", "check_error", "wrong_entry", "tail_defect")  # every row that did not match
+AGAIN = (
+    "not_in_profile",
+    "unchecked",
+    "check_error",
+    "wrong_entry",
+    "tail_defect",
+)  # every row that did not match
 
 
 def changed_keys(rev: str) -> set[tuple[str, str, str]]:
@@ -39,7 +45,9 @@ def changed_keys(rev: str) -> set[tuple[str, str, str]]:
     out: set[tuple[str, str, str]] = set()
     for path in profiles.available():
         rel = path.relative_to(ROOT).as_posix()
-        shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{rel}"], capture_output=True, text=True)
+        shown = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{rev}:{rel}"], capture_output=True, text=True
+        )
         old = yaml.safe_load(shown.stdout).get("entries", {}) if shown.returncode == 0 else {}
         now = yaml.safe_load(path.read_text()).get("entries", {})
         prof = profiles.load(path)
@@ -66,7 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         if r["outcome"] in AGAIN or (r["dtype"], r["out_dtype"], r["answer"]) in moved:
             r["outcome"] = "unchecked"
             again += 1
-    print(f"{len(moved)} entries changed since {args.base_rev}; {again} of {len(rows)} rows to emulate", flush=True)
+    print(
+        f"{len(moved)} entries changed since {args.base_rev}; {again} of {len(rows)} rows to emulate",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "sweep_samples").symlink_to((args.run_dir / "sweep_samples").resolve())

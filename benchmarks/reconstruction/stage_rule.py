@@ -43,7 +43,9 @@ def sample_cells(dirs: list[Path]) -> dict[tuple[str, str, str], list[dict[str, 
     return out
 
 
-def replay_outputs(d: Path | None) -> dict[tuple[str, str, str], list[tuple[int, int, int, np.ndarray, np.ndarray, np.ndarray]]]:
+def replay_outputs(
+    d: Path | None,
+) -> dict[tuple[str, str, str], list[tuple[int, int, int, np.ndarray, np.ndarray, np.ndarray]]]:
     """(in, out, answer) -> (m, n, k, a, b, cuBLAS output) per draw matmul_replay kept."""
     out: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
     if d is None:
@@ -58,7 +60,10 @@ def replay_outputs(d: Path | None) -> dict[tuple[str, str, str], list[tuple[int,
         m, n, k = row["shape"]
         z = np.load(d / f"{dt}_{od}_{m}x{n}x{k}.npz")
         for i in range(row["draws"]):
-            kind, s = ("ordinary" if i % 2 == 0 else "wide"), row["seed"] * 64 + 2 * i  # matmul_check.draw_operands
+            kind, s = (
+                ("ordinary" if i % 2 == 0 else "wide"),
+                row["seed"] * 64 + 2 * i,
+            )  # matmul_check.draw_operands
             a = to_numpy(operand((m, k), dt, kind, s, "cpu"), dt)
             b = to_numpy(operand((k, n), dt, kind, s + 1, "cpu"), dt)
             out[(dt, od, row["answer"])].append((m, n, k, a, b, z[f"cublas_{i}"]))
@@ -114,16 +119,31 @@ def main(argv: list[str] | None = None) -> int:
             old_bad, n_cells, old_where = misses(entry.desc, cells.get(pair, []), full.get(pair, []))
             new_bad, _, new_where = misses(fixed, cells.get(pair, []), full.get(pair, []))
             shapes = len(cells.get(pair, [])) + len({x[:3] for x in full.get(pair, [])})
-            row = {"profile": path.name, "key": key, "step": step, "implied": implied, "shapes": shapes,
-                   "cells": n_cells, "differ_as_is": old_bad, "differ_implied": new_bad,
-                   "as_is_misses": old_where[:6], "implied_misses": new_where[:6]}
+            row = {
+                "profile": path.name,
+                "key": key,
+                "step": step,
+                "implied": implied,
+                "shapes": shapes,
+                "cells": n_cells,
+                "differ_as_is": old_bad,
+                "differ_implied": new_bad,
+                "as_is_misses": old_where[:6],
+                "implied_misses": new_where[:6],
+            }
             findings.append(row)
             print(yaml.safe_dump([row], sort_keys=False, width=200), flush=True)
             if args.apply and new_bad == 0:
-                evidence = (f"fits all {n_cells} recorded cells of {shapes} shapes ({old_bad} of them differ "
-                            f"at step {step})" if shapes else "no recorded cells: the step is the STAGES_ID's only")
-                note = (f"k_loop_step {step} -> {implied}, the depth of STAGES_ID {key.rsplit('-g', 1)[1]} "
-                        f"(fixbits.probe.stages, run {args.run}); {evidence}. Before: {entry.note}")
+                evidence = (
+                    f"fits all {n_cells} recorded cells of {shapes} shapes ({old_bad} of them differ "
+                    f"at step {step})"
+                    if shapes
+                    else "no recorded cells: the step is the STAGES_ID's only"
+                )
+                note = (
+                    f"k_loop_step {step} -> {implied}, the depth of STAGES_ID {key.rsplit('-g', 1)[1]} "
+                    f"(fixbits.probe.stages, run {args.run}); {evidence}. Before: {entry.note}"
+                )
                 entries[key] = dataclasses.replace(entry, desc=fixed, note=note)
         if args.apply and entries != prof.entries:
             dataclasses.replace(prof, entries=entries).save(path.parent)

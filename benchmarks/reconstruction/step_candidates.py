@@ -22,7 +22,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
 
@@ -48,7 +47,9 @@ def main() -> int:
     ap.add_argument("findings", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--per-key", type=int, default=3)
-    ap.add_argument("--max-out", type=int, default=40000, help="largest M*N kept (cuBLAS outputs come back whole)")
+    ap.add_argument(
+        "--max-out", type=int, default=40000, help="largest M*N kept (cuBLAS outputs come back whole)"
+    )
     ap.add_argument("--max-mnk", type=float, default=1.5e8, help="largest M*N*K screened (emulation cost)")
     ap.add_argument("--bases", type=int, default=2, help="recorded shapes per entry, cheapest first")
     args = ap.parse_args()
@@ -64,26 +65,49 @@ def main() -> int:
         old = entry.desc.replace(k_loop_step=f["step"])
         new = entry.desc.replace(k_loop_step=f["implied"])
         scored = []
-        bases = sorted((s for s in base_shapes(entry, []) if s[0] * s[1] <= args.max_out
-                        and s[0] * s[1] * s[2] <= args.max_mnk), key=lambda s: s[0] * s[1] * s[2])
+        bases = sorted(
+            (
+                s
+                for s in base_shapes(entry, [])
+                if s[0] * s[1] <= args.max_out and s[0] * s[1] * s[2] <= args.max_mnk
+            ),
+            key=lambda s: s[0] * s[1] * s[2],
+        )
         for m, n, k in bases[: args.bases]:
             # K where the two readings' trees differ (fixbits.probe.plan.equivalent_on), nearest first
-            parts = [kk for d in range(0, 257) for kk in {k - d, k + d}
-                     if kk > 0 and not equivalent_on(old, new, kk)][:2]
+            parts = [
+                kk
+                for d in range(0, 257)
+                for kk in {k - d, k + d}
+                if kk > 0 and not equivalent_on(old, new, kk)
+            ][:2]
             for kk in parts:
                 diff = 0
                 for kind, seed in (("ordinary", 1), ("wide", 2)):
                     a = to_numpy(operand((m, kk), dt, kind, 2 * seed, "cpu"), dt)
                     b = to_numpy(operand((kk, n), dt, kind, 2 * seed + 1, "cpu"), dt)
-                    diff += int((bits(emulate(old.at_k(kk), a, b)) != bits(emulate(new.at_k(kk), a, b))).sum())
+                    diff += int(
+                        (bits(emulate(old.at_k(kk), a, b)) != bits(emulate(new.at_k(kk), a, b))).sum()
+                    )
                 scored.append((diff / (2 * m * n), (m, n, kk)))
                 print(f"{f['key']} {dt}->{od} {m}x{n}x{kk}: {diff} of {2 * m * n} differ", flush=True)
         scored.sort(reverse=True)
         for share, (m, n, k) in [x for x in scored if x[0] > 0][: args.per_key]:
             pair = f"{dt}->{od}"
-            rows.append({"pair": pair, "set": "step", "m": m, "n": n, "k": k, "answer": f["key"],
-                         "seed": zlib.crc32(f"{pair}:{m}x{n}x{k}".encode()) & 0x7FFFFFF, "outcome": "mismatch",
-                         "desc_hash": "", "share_differing": round(share, 4)})
+            rows.append(
+                {
+                    "pair": pair,
+                    "set": "step",
+                    "m": m,
+                    "n": n,
+                    "k": k,
+                    "answer": f["key"],
+                    "seed": zlib.crc32(f"{pair}:{m}x{n}x{k}".encode()) & 0x7FFFFFF,
+                    "outcome": "mismatch",
+                    "desc_hash": "",
+                    "share_differing": round(share, 4),
+                }
+            )
     with args.out.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["pair"])
         w.writeheader()

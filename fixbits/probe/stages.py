@@ -20,6 +20,8 @@ from fixbits.cublas.enums import stage_depth
 STAGE_STEP_ALGOS = frozenset({23, 24})
 
 _KEY = re.compile(r"a(?P<a>\d+)-t\d+-s-?\d+-r\d+-w\d+-c\d+-g(?P<g>\d+)$")
+# cutlass kernel names carry the CTA tile and the stage: ..._<M>x<N>_<K>x<stages>_...
+_CUTLASS_TILE = re.compile(r"cutlass_\d+\w*?_(\d+)x(\d+)_(\d+)x(\d+)_")
 
 
 def implied_step(answer: Any) -> int | None:
@@ -35,6 +37,13 @@ def implied_step(answer: Any) -> int | None:
     else:
         algo, stages = int(answer.algo_id), int(answer.stages_id)
     return stage_depth(stages) if algo in STAGE_STEP_ALGOS else None
+
+
+def kernel_depth(kernel_names: str) -> int | None:
+    """The stage depth in the name of the cutlass kernel a call launched (e.g. ``..._32x32_128x2_nn``
+    -> 128), or None when no cutlass kernel with a tile is named (nvjet, gemv, reduce kernels)."""
+    m = _CUTLASS_TILE.search(kernel_names)
+    return int(m.group(3)) if m else None
 
 
 def prefer_step(readings: list[Any], answer: Any) -> list[Any]:
@@ -55,7 +64,9 @@ def disagreements(profile: Any) -> list[tuple[str, str, int, int]]:
         step = implied_step(key)
         if step is None:
             continue
-        for where, desc in [("entry", entry.desc)] + [(f"K [{v.k_min}, {v.k_max}]", v.desc) for v in entry.variants]:
+        for where, desc in [("entry", entry.desc)] + [
+            (f"K [{v.k_min}, {v.k_max}]", v.desc) for v in entry.variants
+        ]:
             if desc.k_loop_step != step:
                 out.append((key, where, desc.k_loop_step, step))
     return out

@@ -36,8 +36,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--outcomes", default="mismatch", help="comma list of the outcomes to redo")
     p.add_argument("--draws", type=int, default=10)
     p.add_argument("--budget-s", type=float, default=120.0)
-    p.add_argument("--no-emulate", action="store_true",
-                   help="keep cuBLAS's and fixbits.matmul's outputs only (the host emulates later: fit_replay.py)")
+    p.add_argument(
+        "--no-emulate",
+        action="store_true",
+        help="keep cuBLAS's and fixbits.matmul's outputs only (the host emulates later: fit_replay.py)",
+    )
     return p.parse_args(argv)
 
 
@@ -107,7 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             res = replay_row(r, args.draws, out, emulate_here=not args.no_emulate)
         except Exception as exc:  # noqa: BLE001  (reported; the other rows go on)
-            res = {"pair": r["pair"], "shape": [r["m"], r["n"], r["k"]], "error": f"{type(exc).__name__}: {exc}"}
+            res = {
+                "pair": r["pair"],
+                "shape": [r["m"], r["n"], r["k"]],
+                "error": f"{type(exc).__name__}: {exc}",
+            }
         res["t_s"] = round(time.time() - t, 1)
         print(yaml.safe_dump([res], sort_keys=False, width=200), flush=True)
         results.append(res)
