@@ -44,7 +44,8 @@ def test_stage_depth_follows_the_cublaslt_enum(stages_id: int, depth: int | None
         ("a66-t10-s1-r0-w0-c1-g35", None),  # nvjet: not an algo of the rule
         ("a13-t0-s1-r0-w0-c56-g0", None),
         ("not a key", None),
-        ({"algo_id": 23, "stages_id": 10}, 32),
+        ({"algo_id": 23, "tile_id": 21, "splitk_num": 6, "reduction_scheme": 4, "cta_swizzling": 0,
+          "custom_option": 0, "stages_id": 10}, 32),
         (HeuristicAnswer(24, 11, 4, 4, 0, 0, 19, 0), 128),
     ],
 )

@@ -25,19 +25,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "runners" / "device"))
 
 import yaml  # noqa: E402
+from reconstruct import load_profiles  # noqa: E402
 
 from fixbits.probe import profile as profiles  # noqa: E402
 from fixbits.probe.sweep import check  # noqa: E402
 
-AGAIN = (
-    "not_in_profile",
-    "unchecked",
-    "check_error",
-    "wrong_entry",
-    "tail_defect",
-)  # every row that did not match
+AGAIN = frozenset({"not_in_profile", "unchecked", "check_error", "wrong_entry", "tail_defect"})  # no match
 
 
 def changed_keys(rev: str) -> set[tuple[str, str, str]]:
@@ -49,12 +45,12 @@ def changed_keys(rev: str) -> set[tuple[str, str, str]]:
             ["git", "-C", str(ROOT), "show", f"{rev}:{rel}"], capture_output=True, text=True
         )
         old = yaml.safe_load(shown.stdout).get("entries", {}) if shown.returncode == 0 else {}
-        now = yaml.safe_load(path.read_text()).get("entries", {})
-        prof = profiles.load(path)
+        doc = yaml.safe_load(path.read_text())
+        now = doc.get("entries", {})
         for key in set(old) | set(now):
             a, b = old.get(key) or {}, now.get(key) or {}
             if (a.get("desc"), a.get("variants")) != (b.get("desc"), b.get("variants")):
-                out.add((prof.dtype, prof.out_dtype, key))
+                out.add((doc["dtype"], doc["out_dtype"], key))
     return out
 
 
@@ -85,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
-        loaded = {(p.dtype, p.out_dtype): p for p in map(profiles.load, profiles.available())}
-        stats = check(work, loaded, workers=args.workers, only_unchecked=True)
+        stats = check(
+            work, load_profiles(Path(profiles.PROFILE_DIR), print), workers=args.workers, only_unchecked=True
+        )
         shutil.copy(work / "sweep.csv", args.out_csv)
     print(yaml.safe_dump(stats, sort_keys=False))
     return 0

@@ -24,6 +24,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "runners" / "device"))
 
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
@@ -50,23 +51,11 @@ def replay_outputs(
     out: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
     if d is None:
         return out
-    from fixbits.kernels.backend import to_numpy
-    from fixbits.probe.hashdraw import operand
+    from matmul_replay import read_replay
 
-    for row in yaml.safe_load((d / "replay.yaml").read_text()):
-        if "ndiff" not in row:
-            continue
+    for row, draws in read_replay(d):
         dt, od = row["pair"].split("->")
-        m, n, k = row["shape"]
-        z = np.load(d / f"{dt}_{od}_{m}x{n}x{k}.npz")
-        for i in range(row["draws"]):
-            kind, s = (
-                ("ordinary" if i % 2 == 0 else "wide"),
-                row["seed"] * 64 + 2 * i,
-            )  # matmul_check.draw_operands
-            a = to_numpy(operand((m, k), dt, kind, s, "cpu"), dt)
-            b = to_numpy(operand((k, n), dt, kind, s + 1, "cpu"), dt)
-            out[(dt, od, row["answer"])].append((m, n, k, a, b, z[f"cublas_{i}"]))
+        out[(dt, od, row["answer"])] += [(*row["shape"], a, b, want) for a, b, want in draws]
     return out
 
 

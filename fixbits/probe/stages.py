@@ -25,18 +25,14 @@ _CUTLASS_TILE = re.compile(r"cutlass_\d+\w*?_(\d+)x(\d+)_(\d+)x(\d+)_")
 
 
 def implied_step(answer: Any) -> int | None:
-    """The step an answer (key string, HeuristicAnswer or its dict) implies, or None when its
-    algo does not follow the rule or its STAGES_ID has no depth."""
-    if isinstance(answer, str):
-        m = _KEY.match(answer)
-        if m is None:
-            return None
-        algo, stages = int(m["a"]), int(m["g"])
-    elif isinstance(answer, dict):
-        algo, stages = int(answer["algo_id"]), int(answer["stages_id"])
-    else:
-        algo, stages = int(answer.algo_id), int(answer.stages_id)
-    return stage_depth(stages) if algo in STAGE_STEP_ALGOS else None
+    """The step an answer (anything fixbits.probe.profile.answer_key takes) implies, or None when
+    its algo does not follow the rule or its STAGES_ID has no depth."""
+    from fixbits.probe.profile import answer_key
+
+    m = _KEY.match(answer_key(answer))
+    if m is None:
+        return None
+    return stage_depth(int(m["g"])) if int(m["a"]) in STAGE_STEP_ALGOS else None
 
 
 def kernel_depth(kernel_names: str) -> int | None:

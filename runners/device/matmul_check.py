@@ -248,14 +248,17 @@ def row_tag(row: dict[str, Any]) -> str:
     return f"{row['set']}:{row['m']}x{row['n']}x{row['k']}"
 
 
-def draw_operands(m: int, n: int, k: int, dtype: str, seed: int, d: int) -> tuple[Any, Any]:
+def draw_operands(
+    m: int, n: int, k: int, dtype: str, seed: int, d: int, device: str = "cuda"
+) -> tuple[Any, Any]:
     """Draw ``d`` of a shape: ordinary and wide exponents alternating, hash seeds seed*64 + 2d and
-    + 1 (one rule for the comparison and for the profiler's redo of draw 0)."""
+    + 1 (one rule for the comparison, the profiler's redo of draw 0 and the host's redraw of a
+    replay: fixbits.probe.hashdraw gives the same bits on any device)."""
     from fixbits.probe.hashdraw import operand
 
     kind = "ordinary" if d % 2 == 0 else "wide"
     s = seed * 64 + 2 * d
-    return operand((m, k), dtype, kind, s, "cuda"), operand((k, n), dtype, kind, s + 1, "cuda")
+    return operand((m, k), dtype, kind, s, device), operand((k, n), dtype, kind, s + 1, device)
 
 
 def compare(row: dict[str, Any], draws: int, pending: dict[PendingKey, Redo]) -> None:

@@ -52,15 +52,16 @@ def replay_row(row: dict[str, Any], draws: int, out: Path, emulate_here: bool = 
 
     from fixbits.emulate import emulate
     from fixbits.kernels.backend import to_numpy
-    from fixbits.kernels.matmul import arch_profile, matmul, resolve_desc
+    from fixbits.kernels.matmul import arch_profile, lookup_desc, matmul
     from fixbits.testing import compare_bits
 
     pair = row["pair"]
     dt, od = pair.split("->")
     m, n, k, seed = int(row["m"]), int(row["n"]), int(row["k"]), int(row["seed"])
-    lt, _, _ = arch_profile(dt, od, torch.device("cuda"))
-    answer = lt.heuristic(m, n, k, dt, od).key_str()  # the row's answer may be a guess (step_candidates)
-    desc = resolve_desc(m, n, k, dt, od, torch.device("cuda"))
+    lt, arch, profile = arch_profile(dt, od, torch.device("cuda"))
+    heard = lt.heuristic(m, n, k, dt, od)  # asked again: the row's answer may be a guess (step_candidates)
+    answer = heard.key_str()
+    desc = lookup_desc(profile, heard, m, n, k, dt, od, arch)
     saved: dict[str, np.ndarray] = {}
     counts: dict[str, list[int]] = {"cublas_vs_matmul": []}
     if emulate_here:
@@ -88,6 +89,28 @@ def replay_row(row: dict[str, Any], draws: int, out: Path, emulate_here: bool = 
         "draws": draws,
         "ndiff": {key: [int(x) for x in v] for key, v in counts.items()},
     }
+
+
+def read_replay(out: Path) -> list[tuple[dict[str, Any], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]]:
+    """(row of replay.yaml, [(A, B, cuBLAS's output) per draw]) for every row that ran: the host
+    side of a replay, operands redrawn here by the same rule as on the device."""
+    from matmul_check import draw_operands
+
+    from fixbits.kernels.backend import to_numpy
+
+    rows = []
+    for row in yaml.safe_load((out / "replay.yaml").read_text()):
+        if "ndiff" not in row:
+            continue  # skipped for the budget, or an error
+        dt, od = row["pair"].split("->")
+        m, n, k = row["shape"]
+        z = np.load(out / f"{dt}_{od}_{m}x{n}x{k}.npz")
+        draws = []
+        for d in range(row["draws"]):
+            a, b = draw_operands(m, n, k, dt, row["seed"], d, device="cpu")
+            draws.append((to_numpy(a, dt), to_numpy(b, dt), z[f"cublas_{d}"]))
+        rows.append((row, draws))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
