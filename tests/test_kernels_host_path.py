@@ -211,6 +211,41 @@ def test_direct_launch_passes_what_kernel_grid_passes(cfg: str, ep: str, b_t: bo
         assert (launch[0], launch[1], launch[2], [_arg_view(x, names) for x in launch[3]]) == want
 
 
+@pytest.mark.parametrize("cfg", ["plain", "swap", "tma", "tma store"])
+def test_direct_launch_hands_the_launcher_addresses(monkeypatch: pytest.MonkeyPatch, cfg: str) -> None:
+    """On CUDA tensors the direct path passes each tensor as the address its key read (the C
+    launcher would otherwise call data_ptr() and query the driver per pointer). CPU tensors
+    stand in here, declared CUDA: every later launch must carry, in each slot where the
+    reference passes a tensor, that tensor's address (a fresh output: some address), and
+    everything else unchanged."""
+    import fixbits.kernels.launch as launch
+    from fixbits.kernels.matmul import matmul
+    from fixbits.kernels.single_pass import tile_matmul
+
+    monkeypatch.setattr(launch, "_on_cuda", lambda t: True)
+    t = _tensors(m=16 if cfg == "swap" else M)
+    desc = TC.replace(epilogue=EPILOGUES["silu_gate+residual"])
+    kw = {"residual": t["residual"][: t["a"].shape[0]], "gate": t["gate"][: t["a"].shape[0]]}
+    names = {v.data_ptr(): k for k, v in (("a", t["a"]), ("b", t["b"]), *kw.items())}
+    ref = _launches(lambda: tile_matmul(t["a"], t["b"], desc, config=CONFIGS[cfg], **kw))
+
+    def thrice() -> None:
+        for _ in range(3):
+            matmul(t["a"], t["b"], desc=desc, config=CONFIGS[cfg], **kw)
+
+    got = _launches(thrice)
+    assert len(ref) == 1 and len(got) == 3
+    (want,) = ref
+    for launch_ in got[1:]:
+        assert launch_[:3] == want[:3] and len(launch_[3]) == len(want[3])
+        for x, w in zip(launch_[3], want[3], strict=True):
+            if isinstance(w, torch.Tensor):
+                assert type(x) is int
+                assert names.get(x, "new") == names.get(w.data_ptr(), "new")
+            else:
+                assert _arg_view(x, names) == _arg_view(w, names)
+
+
 def test_direct_launch_follows_a_new_specialisation() -> None:
     """Same shapes and strides (one cache entry of matmul), but A moved off 16-byte alignment:
     the binder specialises pointers on alignment, so the direct path must not launch the

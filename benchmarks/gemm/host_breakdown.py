@@ -8,6 +8,7 @@ TMA with the bulk store):
 
 * whole: ``fixbits.matmul`` as a caller runs it (the launch cache hit included);
 * closure: the cached launch closure itself (matmul's key building skipped);
+* closure_tensor_args: the same with tensors, not their addresses, handed to the launcher;
 * python: the closure with Triton's C launcher stubbed (our Python plus torch.empty);
 * c_launch: Triton's C launcher alone on the arguments the closure last passed it (argument
   parsing, data_ptr() and cuPointerGetAttribute per pointer, cuLaunchKernelEx);
@@ -63,7 +64,7 @@ def main() -> int:
     a = torch.randn((1024, 2048), generator=g, device="cuda").half()
     b = torch.randn((2048, 1536), generator=g, device="cuda").half()
     rows: list[dict[str, Any]] = []
-    cols = ("whole", "closure", "python", "c_launch", "c_launch_ints", "empty", "stream", "torch_mm")
+    cols = ("whole", "closure", "closure_tensor_args", "python", "c_launch", "c_launch_ints", "empty", "stream", "torch_mm")
     print(f"{'route':16s} " + " ".join(f"{c:>13s}" for c in cols) + "  (host us per call)")
     for name, cfg in configs.items():
         row = route_row(name, cfg, desc, a, b, drained)
@@ -90,6 +91,11 @@ def route_row(name: str, cfg: Any, desc: Any, a: Any, b: Any, drained: Any) -> d
     closure = entry[3]
     row["whole"] = drained(lambda: mm.matmul(a, b, desc=desc, config=cfg))
     row["closure"] = drained(lambda: closure(a, b, None, None, None))
+    launch.INT_POINTERS = False  # the launcher given tensors, as before addresses were passed
+    try:
+        row["closure_tensor_args"] = drained(lambda: closure(a, b, None, None, None))
+    finally:
+        launch.INT_POINTERS = True
     orig_launch = launch.RawRun.launch
     seen: list[Any] = []
 

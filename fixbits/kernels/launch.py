@@ -32,6 +32,8 @@ _MAX_MAPS = 64
 ENABLED = os.environ.get("FIXBITS_DIRECT_LAUNCH", "1") != "0"
 # FIXBITS_RAW_RUN=0: every cached launch through kernel.run (TMA descriptors re-encoded per call)
 RAW_RUN = os.environ.get("FIXBITS_RAW_RUN", "1") != "0"
+# FIXBITS_INT_POINTERS=0: cached launches hand the launcher tensors, not their addresses
+INT_POINTERS = os.environ.get("FIXBITS_INT_POINTERS", "1") != "0"
 
 
 def _current_device_stream() -> tuple[int, int]:
@@ -45,6 +47,11 @@ def _idle(hook: Any) -> bool:
     """No launch hook to call: None, or Triton 3.6's HookChain with no calls (then the launcher
     calling it, with launch metadata built for it, does nothing)."""
     return hook is None or (type(hook).__name__ == "HookChain" and not hook.calls)
+
+
+def _on_cuda(t: Any) -> bool:
+    """A tensor whose data_ptr() is a CUDA device address (tests stand CPU tensors in)."""
+    return bool(t.is_cuda)
 
 
 class RawRun:
@@ -158,9 +165,25 @@ class DirectLaunch:
         self._tail = tuple(self.kwargs[n] for n in rest)
         self._slots = tuple(i for i, x in enumerate(args) if hasattr(x, "data_ptr") and hasattr(x, "dtype"))
 
-    def key(self, args: tuple[Any, ...], device: int) -> tuple[Any, ...]:
-        """What the binder specialises on that can differ between calls of this launch site."""
-        return (device, *[(args[i].dtype, args[i].data_ptr() & 15 == 0) for i in self._slots])
+    def addressed(self, args: tuple[Any, ...], device: int) -> tuple[tuple[Any, ...], list[Any]]:
+        """(key, the arguments with each CUDA tensor replaced by its address). The key is what
+        the binder specialises on that can differ between calls of this launch site.
+
+        Triton's C launcher turns a tensor argument into its address by calling data_ptr() and
+        then cuPointerGetAttribute, a driver query, per pointer per launch; an int it takes as
+        the address. The key reads every address anyway (for the alignment bit), so the launcher
+        gets those. For a CUDA tensor the driver's answer is that same address; a tensor not on
+        a CUDA device goes in as itself, for the launcher's own error.
+        """
+        out = list(args)
+        parts: list[Any] = [device]
+        for i in self._slots:
+            t = args[i]
+            p = t.data_ptr()
+            parts.append((t.dtype, p & 15 == 0))
+            if INT_POINTERS and _on_cuda(t):
+                out[i] = p
+        return tuple(parts), out
 
     def __call__(self, *args: Any) -> Any:
         if self._direct:
@@ -174,16 +197,16 @@ class DirectLaunch:
                 and not self.fn.pre_run_hooks
             ):
                 dev, stream = _current_device_stream()
-                key = self.key(args, dev)
+                key, flat = self.addressed(args, dev)
                 hit = self._kernels.get(key)
                 if hit is not None:
                     kernel, raw = hit
                     g = self._g
                     if raw is not None:
-                        raw.launch(g, stream, kernel, (*args, *self._tail))
+                        raw.launch(g, stream, kernel, (*flat, *self._tail))
                         return kernel
                     kernel.run(g[0], g[1], g[2], stream, kernel.function, kernel.packed_metadata, None, None, None,
-                               *args, *self._tail)  # fmt: skip
+                               *flat, *self._tail)  # fmt: skip
                     return kernel
                 kernel = self.fn[self.grid](*args, **self.kwargs)
                 if kernel is None or not hasattr(kernel, "packed_metadata"):
