@@ -19,7 +19,7 @@ nv = pytest.importorskip("triton.backends.nvidia.driver")
 
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
-from fixbits.kernels.launch import RawRun  # noqa: E402
+from fixbits.kernels.launch import DescAt, DescForm, RawRun  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     getattr(nv, "_BASE_ARGS_FORMAT", None) != "iiiKKppOOOOOO", reason="RawRun models Triton 3.6's launcher"
@@ -93,6 +93,40 @@ def test_raw_run_passes_tritons_own_argument_list(monkeypatch: pytest.MonkeyPatc
     c = torch.zeros(128, 64, dtype=torch.float16)  # another base: encoded again
     raw.launch((2, 3, 1), 99, kernel, _args(c, b))
     assert seen.pop()[14][1] == c.data_ptr() and enc.calls == 5
+
+
+def test_raw_run_encodes_a_desc_at_as_its_descriptor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fixbits' launch sites pass DescAt (a fixed DescForm plus the base's address): RawRun must
+    hand the launcher what the TensorDescriptor would give, encoding once per (form, address)."""
+    enc = _Encoder()
+    launcher, seen = _launcher(monkeypatch, enc)
+    kernel = _kernel(launcher)
+    raw = RawRun.of(kernel)
+    assert raw is not None
+    a, b = torch.zeros(128, 64, dtype=torch.float16), torch.zeros(64, 256, dtype=torch.float16)
+    ref_args = _args(a, b)
+    launcher.launch(2, 3, 1, 99, kernel.function, False, False, None, None, kernel.packed_metadata, None, None,
+                    None, *ref_args)  # fmt: skip
+    ref = seen.pop()
+    forms = [DescForm({k: v for k, v in vars(ref_args[i]).items() if k != "base"}) for i in (1, 3)]
+
+    def at(x: Any, y: Any) -> tuple[Any, ...]:
+        return (x, DescAt(forms[0], x, x.data_ptr()), 7, DescAt(forms[1], y, y.data_ptr()), 0.5)
+
+    for _ in range(3):
+        raw.launch((2, 3, 1), 99, kernel, at(a, b))
+        got = seen.pop()
+        assert got[:13] == ref[:13]
+        assert [x[:3] if isinstance(x, tuple) else x for x in got[13:]] == [
+            x[:3] if isinstance(x, tuple) else x for x in ref[13:]
+        ]
+    assert enc.calls == 2 + 2
+    c = torch.zeros(128, 64, dtype=torch.float16)
+    raw.launch((2, 3, 1), 99, kernel, at(c, b))
+    assert seen.pop()[14][1] == c.data_ptr() and enc.calls == 5
+    other = DescForm(forms[0].fields)  # equal fields, another site: its own maps
+    raw.launch((2, 3, 1), 99, kernel, (a, DescAt(other, a, a.data_ptr()), 7, at(a, b)[3], 0.5))
+    assert enc.calls == 6
 
 
 def test_raw_run_refuses_what_it_does_not_model(monkeypatch: pytest.MonkeyPatch) -> None:

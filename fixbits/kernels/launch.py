@@ -49,6 +49,44 @@ def _idle(hook: Any) -> bool:
     return hook is None or (type(hook).__name__ == "HookChain" and not hook.calls)
 
 
+class DescForm:
+    """The fixed fields of a tensor descriptor at one launch site (shape, strides, block shape,
+    padding, as TensorDescriptor holds them). Compared by identity: RawRun keys encoded maps on
+    (form, address), and a key holds its form, so an identity is never reused while keyed."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.fields = dict(fields)
+
+
+class DescAt:
+    """A launch argument: the descriptor of ``form`` over ``base``, whose address the caller has
+    read. RawRun encodes its map from (form, address) alone, once; every other path gets the
+    TensorDescriptor itself (``descriptor()``), so building this per call costs one small object
+    instead of a TensorDescriptor."""
+
+    __slots__ = ("form", "base", "ptr")
+
+    def __init__(self, form: DescForm, base: Any, ptr: int) -> None:
+        self.form, self.base, self.ptr = form, base, ptr
+
+    def descriptor(self) -> Any:
+        """The TensorDescriptor, without from_tensor's validation: the launch site validated the
+        form once (from_tensor built it) and checks each base's 16-byte alignment itself."""
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        d = TensorDescriptor.__new__(TensorDescriptor)
+        d.__dict__.update(self.form.fields)
+        d.base = self.base
+        return d
+
+
+def _descriptors(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``args`` with each DescAt as the TensorDescriptor it stands for (Triton's own paths)."""
+    return tuple(x.descriptor() if type(x) is DescAt else x for x in args)
+
+
 def _on_cuda(t: Any) -> bool:
     """A tensor whose data_ptr() is a CUDA device address (tests stand CPU tensors in)."""
     return bool(t.is_cuda)
@@ -116,15 +154,19 @@ class RawRun:
         out = list(args)
         for j in range(len(self.slots) - 1, -1, -1):
             i, d, meta = self.slots[j], args[self.slots[j]], self.meta[j]
+            at = type(d) is DescAt
             if meta is None:  # decomposed in the frontend: the base tensor itself is an argument
-                out[i : i + 1] = self.encode(d, meta)
+                out[i : i + 1] = self.encode(d.descriptor() if at else d, meta)
                 continue
-            key = (j, d.base.data_ptr(), tuple(d.shape), tuple(d.strides), d.padding)
+            if at:
+                key: tuple[Any, ...] = (j, d.ptr, d.form)
+            else:
+                key = (j, d.base.data_ptr(), tuple(d.shape), tuple(d.strides), d.padding)
             hit = self.maps.get(key)
             if hit is None:
                 if len(self.maps) >= _MAX_MAPS:
                     self.maps.clear()
-                hit = self.maps[key] = self.encode(d, meta)
+                hit = self.maps[key] = self.encode(d.descriptor() if at else d, meta)
             out[i : i + 1] = hit
         return out
 
@@ -206,9 +248,9 @@ class DirectLaunch:
                         raw.launch(g, stream, kernel, (*flat, *self._tail))
                         return kernel
                     kernel.run(g[0], g[1], g[2], stream, kernel.function, kernel.packed_metadata, None, None, None,
-                               *flat, *self._tail)  # fmt: skip
+                               *_descriptors(tuple(flat)), *self._tail)  # fmt: skip
                     return kernel
-                kernel = self.fn[self.grid](*args, **self.kwargs)
+                kernel = self.fn[self.grid](*_descriptors(args), **self.kwargs)
                 if kernel is None or not hasattr(kernel, "packed_metadata"):
                     self._direct = False  # interpreter or async compile: always the binder
                     return kernel
@@ -216,4 +258,4 @@ class DirectLaunch:
                     self._kernels.clear()
                 self._kernels[key] = (kernel, RawRun.of(kernel) if RAW_RUN else None)
                 return kernel
-        return self.fn[self.grid](*args, **self.kwargs)
+        return self.fn[self.grid](*_descriptors(args), **self.kwargs)

@@ -31,7 +31,7 @@ from fixbits.kernels._host import (
 )
 from fixbits.kernels._tensorcore import chain, chain_fast_tma, tile_coords
 from fixbits.kernels.epilogue import epilogue_store, epilogue_value
-from fixbits.kernels.launch import DirectLaunch
+from fixbits.kernels.launch import DescAt, DescForm, DirectLaunch
 from fixbits.kernels.plan import UnsupportedDesc
 
 if TYPE_CHECKING:
@@ -297,16 +297,6 @@ def single_pass_matmul(a: torch.Tensor, b: torch.Tensor, desc: GEMMDesc, **kw: A
     return tile_matmul(a, b, desc, **kw)
 
 
-def new_desc(fields: dict[str, Any], base: Any) -> Any:
-    """A TensorDescriptor with ``fields`` (shape, strides, block) over ``base``, without
-    from_tensor's per-call validation: the caller validated these fields once for this layout
-    and checks the base's 16-byte alignment itself."""
-    d = TensorDescriptor.__new__(TensorDescriptor)
-    d.__dict__.update(fields)
-    d.base = base
-    return d
-
-
 def _fields(d: Any) -> dict[str, Any]:
     return {k: v for k, v in vars(d).items() if k != "base"}
 
@@ -364,11 +354,11 @@ def tile_launcher(
     by_trans: dict[
         tuple[bool, bool], tuple[DirectLaunch, tuple[int, ...]]
     ] = {}  # TMA launches by (B_TRANS, TMA store), settled at first use
-    tma: list[Any] = []  # (A descriptor fields, B descriptor fields, B_TRANS) of the first TMA launch
+    tma: list[Any] = []  # (A's DescForm, B's DescForm, B_TRANS) of the first TMA launch
     # TMA_STORE: the output is a fresh row-major (m, n) tensor, never transposed unless swapped;
     # its pitch is fixed here, its base is checked per call (an unaligned one: the masked store)
     store_tma = bool(cfg.TMA_STORE) and not swap and (n * odt.itemsize) % 16 == 0
-    c_fields: list[Any] = []  # the output descriptor's fields, from the first TMA store
+    c_fields: list[Any] = []  # the output descriptor's DescForm, from the first TMA store
     scales = plan.scales
     need_bias, need_res, need_gate = plan.needs_bias, plan.needs_residual, plan.needs_gate
     mn = (m, n)
@@ -410,26 +400,29 @@ def tile_launcher(
                 gt, gs0, gs1 = out, som, son
             bs = bias if need_bias else out
         if maybe_tma:
-            if tma and a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0:
+            pa = a.data_ptr() if tma else 1
+            pb = b.data_ptr() if tma else 1
+            if tma and not (pa | pb) & 15:
                 # same shapes and strides as the first descriptors (they are keyed): only the
                 # base moves, and the launcher reads nothing of the base but its pointer and dtype
-                a_desc, b_desc, b_trans = new_desc(tma[0], a), new_desc(tma[1], b), tma[2]
+                a_desc, b_desc, b_trans = DescAt(tma[0], a, pa), DescAt(tma[1], b, pb), tma[2]
             else:
                 a_desc, b_desc, b_trans = (
                     tma_descriptors(desc, a.t(), b.t(), cfg) if swap else tma_descriptors(desc, a, b, cfg)
                 )
                 if a_desc is not None and not tma:
                     # the fields only: keeping `base` would keep the first call's operands alive
-                    tma.extend((_fields(a_desc), _fields(b_desc), b_trans))
+                    tma.extend((DescForm(_fields(a_desc)), DescForm(_fields(b_desc)), b_trans))
             if a_desc is not None:
                 c_desc = None
                 if store_tma:
-                    if c_fields and out.data_ptr() % 16 == 0:
-                        c_desc = new_desc(c_fields[0], out)  # RawRun keeps the encoded map per base
+                    po = out.data_ptr()
+                    if c_fields and not po & 15:
+                        c_desc = DescAt(c_fields[0], out, po)  # RawRun keeps the encoded map per base
                     elif not c_fields:
                         c_desc = out_descriptor(out, cfg)
                         if c_desc is not None:
-                            c_fields.append(_fields(c_desc))
+                            c_fields.append(DescForm(_fields(c_desc)))
                 key = (b_trans, c_desc is not None)
                 hit = by_trans.get(key)
                 if hit is None:
