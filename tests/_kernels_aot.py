@@ -122,3 +122,60 @@ class Sm90Driver(CompileOnlyDriver):
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)
         Sm90Driver.active = self._prev_active
+
+
+class CudaLauncher:
+    """A launcher with the structure of Triton 3.6's CudaLauncher (its ``launch`` is Triton's own
+    ``wrap_handle_tensordesc`` around the C launcher), so fixbits.kernels.launch.RawRun takes it.
+    The C launcher is ``RawSm90Driver.c_launcher``: by default a builtin that ignores its
+    arguments (what RawRun needs to see for a kernel with no tensor descriptors); a recorder
+    when a test sets one."""
+
+    def __init__(self, src: Any, metadata: Any) -> None:
+        from triton.backends.nvidia import driver as nv
+
+        self.hash = metadata.hash
+        signature = dict(src.signature)
+        meta = getattr(metadata, "tensordesc_meta", None)
+        c = RawSm90Driver.c_launcher
+        if c is None or not any(isinstance(s, str) and s.startswith("tensordesc") for s in signature.values()):
+            c = "".format  # a builtin taking any arguments: the C launcher's kind
+        self.launch = nv.wrap_handle_tensordesc(c, signature, meta)
+        self.global_scratch_size = metadata.global_scratch_size
+        self.profile_scratch_size = metadata.profile_scratch_size
+        self.launch_cooperative_grid = metadata.launch_cooperative_grid
+        self.launch_pdl = metadata.launch_pdl
+
+    def __call__(self, gx: int, gy: int, gz: int, stream: int, function: Any, *args: Any) -> None:
+        self.launch(gx, gy, gz, stream, function, self.launch_cooperative_grid, self.launch_pdl, None, None, *args)
+
+
+class RawSm90Driver(CompileOnlyDriver):
+    """CompileOnlyDriver whose launcher is CudaLauncher-shaped, so the cached launches take
+    RawRun's path as on the GPU; CUtensorMap encoding (a driver call) becomes a token
+    ``("map", address, block shape)`` followed by the shape and strides, as Triton appends them.
+    ``c_launcher``: a recorder of the C launcher's final argument lists for TMA kernels."""
+
+    launcher_cls = CudaLauncher
+    c_launcher: Any = None
+
+    def __enter__(self) -> RawSm90Driver:
+        from triton.backends.nvidia import driver as nv
+
+        super().__enter__()
+        self._encode = nv.make_tensordesc_arg
+
+        def encode(arg: Any, meta: Any) -> list[Any]:
+            if meta is None:
+                return self._encode(arg, meta)
+            return [("map", arg.base.data_ptr(), tuple(meta["block_size"])), *arg.shape, *arg.strides]
+
+        nv.make_tensordesc_arg = encode
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from triton.backends.nvidia import driver as nv
+
+        nv.make_tensordesc_arg = self._encode
+        RawSm90Driver.c_launcher = None
+        super().__exit__(*exc)

@@ -246,6 +246,65 @@ def test_direct_launch_hands_the_launcher_addresses(monkeypatch: pytest.MonkeyPa
                 assert _arg_view(x, names) == _arg_view(w, names)
 
 
+@pytest.mark.parametrize("cfg", ["tma", "tma persistent", "tma store", "tma store persistent"])
+def test_the_raw_path_hands_the_c_launcher_what_tritons_wrapper_builds(
+    monkeypatch: pytest.MonkeyPatch, cfg: str
+) -> None:
+    """The GPU's steady state end to end: with a launcher shaped as Triton 3.6's CudaLauncher,
+    matmul's later calls go through RawRun (tensors as addresses, DescAt maps kept per
+    address). The C launcher must get what Triton's own wrapper builds for the reference
+    kernel[grid] launch: grid, stream, function, flags, metadata, then every kernel argument
+    (a tensor as its address; the same maps, shapes and strides), apart from the launch
+    metadata and idle hooks, which RawRun leaves out."""
+    from _kernels_aot import RawSm90Driver
+
+    import fixbits.kernels.launch as launch
+    import fixbits.kernels.single_pass as sp
+    from fixbits.kernels.matmul import matmul
+
+    monkeypatch.setattr(launch, "_on_cuda", lambda t: True)
+    monkeypatch.setattr(sp, "tma_descriptors", functools.partial(sp.tma_descriptors, require_cuda=False))
+    monkeypatch.setattr(sp, "num_sms", lambda device: 132)
+    raw_calls: list[int] = []
+    orig = launch.RawRun.launch
+
+    def counted(self: Any, *a: Any) -> None:
+        raw_calls.append(1)
+        orig(self, *a)
+
+    monkeypatch.setattr(launch.RawRun, "launch", counted)
+    t = _tensors()
+    desc = TC.replace(epilogue=EPILOGUES["silu_gate+residual"])
+    kw = {"residual": t["residual"][: t["a"].shape[0]], "gate": t["gate"][: t["a"].shape[0]]}
+    names = {v.data_ptr(): k for k, v in (("a", t["a"]), ("b", t["b"]), *kw.items())}
+    seen: list[tuple[Any, ...]] = []
+    with RawSm90Driver():
+        RawSm90Driver.c_launcher = lambda *a: seen.append(a)
+        sp.tile_matmul(t["a"], t["b"], desc, config=CONFIGS[cfg], **kw)
+        (ref,) = seen
+        seen.clear()
+        for _ in range(3):
+            matmul(t["a"], t["b"], desc=desc, config=CONFIGS[cfg], **kw)
+    assert len(seen) == 3 and len(raw_calls) == 2, "the first call through kernel[grid], then RawRun"
+
+    def view(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return ("addr", names.get(x.data_ptr(), "new"))
+        if type(x) is int and x in names:
+            return ("addr", names[x])
+        if isinstance(x, tuple) and x and x[0] == "map":
+            return ("map", names.get(x[1], "new"), x[2])
+        return x
+
+    for got in seen[1:]:
+        assert got[:10] == ref[:10] and got[10:13] == (None, None, None)
+        want = [view(x) for x in ref[13:]]
+        have = [view(x) for x in got[13:]]
+        assert len(have) == len(want)
+        for h, w in zip(have, want, strict=True):  # a fresh output: an address of its own
+            assert h == w or (w == ("addr", "new") and type(h) is int)
+
+
 def test_direct_launch_follows_a_new_specialisation() -> None:
     """Same shapes and strides (one cache entry of matmul), but A moved off 16-byte alignment:
     the binder specialises pointers on alignment, so the direct path must not launch the
