@@ -222,7 +222,7 @@ def test_direct_launch_hands_the_launcher_addresses(monkeypatch: pytest.MonkeyPa
     from fixbits.kernels.matmul import matmul
     from fixbits.kernels.single_pass import tile_matmul
 
-    monkeypatch.setattr(launch, "_on_cuda", lambda t: True)
+    monkeypatch.setattr(launch, "ADDRESS_ANY_DEVICE", True)
     t = _tensors(m=16 if cfg == "swap" else M)
     desc = TC.replace(epilogue=EPILOGUES["silu_gate+residual"])
     kw = {"residual": t["residual"][: t["a"].shape[0]], "gate": t["gate"][: t["a"].shape[0]]}
@@ -262,7 +262,7 @@ def test_the_raw_path_hands_the_c_launcher_what_tritons_wrapper_builds(
     import fixbits.kernels.single_pass as sp
     from fixbits.kernels.matmul import matmul
 
-    monkeypatch.setattr(launch, "_on_cuda", lambda t: True)
+    monkeypatch.setattr(launch, "ADDRESS_ANY_DEVICE", True)
     monkeypatch.setattr(sp, "tma_descriptors", functools.partial(sp.tma_descriptors, require_cuda=False))
     monkeypatch.setattr(sp, "num_sms", lambda device: 132)
     raw_calls: list[int] = []

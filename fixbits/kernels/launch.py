@@ -34,6 +34,8 @@ ENABLED = os.environ.get("FIXBITS_DIRECT_LAUNCH", "1") != "0"
 RAW_RUN = os.environ.get("FIXBITS_RAW_RUN", "1") != "0"
 # FIXBITS_INT_POINTERS=0: cached launches hand the launcher tensors, not their addresses
 INT_POINTERS = os.environ.get("FIXBITS_INT_POINTERS", "1") != "0"
+# tests only: CPU tensors stand in for CUDA ones, so their addresses go to the launcher too
+ADDRESS_ANY_DEVICE = False
 
 
 def _current_device_stream() -> tuple[int, int]:
@@ -85,11 +87,6 @@ class DescAt:
 def _descriptors(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """``args`` with each DescAt as the TensorDescriptor it stands for (Triton's own paths)."""
     return tuple(x.descriptor() if type(x) is DescAt else x for x in args)
-
-
-def _on_cuda(t: Any) -> bool:
-    """A tensor whose data_ptr() is a CUDA device address (tests stand CPU tensors in)."""
-    return bool(t.is_cuda)
 
 
 class RawRun:
@@ -219,11 +216,12 @@ class DirectLaunch:
         """
         out = list(args)
         parts: list[Any] = [device]
+        ints = INT_POINTERS
         for i in self._slots:
             t = args[i]
             p = t.data_ptr()
             parts.append((t.dtype, p & 15 == 0))
-            if INT_POINTERS and _on_cuda(t):
+            if ints and (t.is_cuda or ADDRESS_ANY_DEVICE):
                 out[i] = p
         return tuple(parts), out
 
