@@ -232,3 +232,19 @@ def test_reconstruct_pairs_and_sweep_extension() -> None:
     more = rc.sweep_cases(90, 0, 60)
     assert more and all(c.which == "fuzz" for c in more)
     assert not {(c.m, c.n, c.k) for c in more} & {(c.m, c.n, c.k) for c in first if c.which == "fuzz"}
+
+
+def test_gemm_bench_pairs_say_which_shapes_cublas_cannot_run() -> None:
+    """--pair picks the dtypes timed; fp8 shapes cuBLASLt 13.1 runs no algorithm for are listed
+    as not timed (with the reason), never timed against a stand-in."""
+    sys.path.insert(0, str(REPO / "benchmarks" / "gemm"))
+    try:
+        import bench
+    finally:
+        sys.path.pop(0)
+    fp8 = bench.Pair("fp8_e4m3", "fp32")
+    assert fp8.fp8 and fp8.label == "fp8_e4m3->fp32"
+    assert fp8.skip_reason(16, 4096, 4096) == ""
+    assert "K % 16" in fp8.skip_reason(16, 4096, 4100) and "N % 4" in fp8.skip_reason(16, 4098, 4096)
+    assert all(bench.Pair(*p.split(":")).skip_reason(3, 5, 7) == "" for p in bench.PAIRS if "fp8" not in p)
+    assert bench.Pair() == bench.Pair("fp16", "fp16") and "fp8_e4m3:fp32" in bench.PAIRS

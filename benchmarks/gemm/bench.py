@@ -1,7 +1,10 @@
 """fixbits.matmul vs cuBLAS vs torch.compile (max-autotune, Triton GEMMs, order free) on the
 390 realistic shapes (or a deterministic subset), plus fused-epilogue pairs. GPU only.
 
-    PYTHONPATH=<repo> python3 benchmarks/gemm/bench.py --out DIR [--budget-s 360] [--per-cell 3]
+    PYTHONPATH=<repo> python3 benchmarks/gemm/bench.py --out DIR [--budget-s 360] [--per-cell 3] [--pair fp16:fp16]
+
+``--pair`` picks the dtypes (fp16:fp16 by default; bf16, fp32 outputs and fp8_e4m3:fp32 too; see
+Pair for how cuBLAS is called and what the bytes are compared with).
 
 Two times per shape: whole call (do_bench of fixbits.matmul / torch.mm, host overhead
 included, L2 flushed) and GPU time (both replayed inside a CUDA graph, so launch overhead is
@@ -41,6 +44,7 @@ import sys
 import time
 import traceback
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,6 +52,85 @@ sys.path.insert(0, str(REPO))
 
 SPLIT_FLOP = 5e9
 DEVICE = "cuda"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """The dtype pair timed (--pair). cuBLAS is called as PyTorch calls it: torch.mm for 16-bit
+    inputs; for fp8, torch._scaled_mm on a column-major B made once outside the timing (the TN
+    form cuBLASLt's fp8 path takes). Bytes are compared with what the arch profile was built
+    against: the same torch.mm, or for fp8 cuBLASLt through fixbits' own binding."""
+
+    in_dtype: str = "fp16"
+    out_dtype: str = "fp16"
+
+    @property
+    def fp8(self) -> bool:
+        return self.in_dtype.startswith("fp8")
+
+    @property
+    def label(self) -> str:
+        return f"{self.in_dtype}->{self.out_dtype}"
+
+    def skip_reason(self, m: int, n: int, k: int) -> str:
+        """Why cuBLASLt runs no algorithm for this shape ('' when it does)."""
+        if self.fp8 and (k % 16 or n % 4):
+            return "fp8: cuBLASLt 13.1 has no algorithm unless K % 16 == 0 and N % 4 == 0"
+        return ""
+
+
+PAIRS = ("fp16:fp16", "bf16:bf16", "fp16:fp32", "bf16:fp32", "fp8_e4m3:fp32")
+PAIR = Pair()
+
+
+def operands(m: int, n: int, k: int, g):
+    """A (m, k) and B (k, n), row-major (the profile's layout), standard normal values in the
+    pair's input dtype (fp8: drawn in fp32 and rounded)."""
+    import torch
+
+    from fixbits.kernels._host import torch_dtype
+
+    dt = torch_dtype(PAIR.in_dtype)
+    if PAIR.fp8:
+        a = torch.randn((m, k), device=DEVICE, generator=g).to(dt)
+        return a, torch.randn((k, n), device=DEVICE, generator=g).to(dt)
+    a = torch.randn((m, k), device=DEVICE, dtype=dt, generator=g)
+    return a, torch.randn((k, n), device=DEVICE, dtype=dt, generator=g)
+
+
+def cublas_fn(a, b):
+    """cuBLAS's call on (a, b), as a zero-argument callable to time (see Pair)."""
+    import torch
+
+    from fixbits.kernels._host import torch_dtype
+
+    odt = torch_dtype(PAIR.out_dtype)
+    if PAIR.fp8:
+        b_cm = b.t().contiguous().t()
+        one = torch.ones((), device=a.device, dtype=torch.float32)
+        return lambda: torch._scaled_mm(a, b_cm, scale_a=one, scale_b=one, out_dtype=odt)
+    if odt == a.dtype:
+        return lambda: torch.mm(a, b)
+    if DEVICE != "cuda":  # dry runs: mm with out_dtype is a CUDA operator
+        return lambda: torch.mm(a.to(odt), b.to(odt))
+    return lambda: torch.mm(a, b, out_dtype=odt)
+
+
+def cublas_bytes(a, b, call):
+    """The output the profile's bytes are checked against (see Pair)."""
+    if not PAIR.fp8:
+        return call()
+    from fixbits.kernels.matmul import arch_profile
+
+    lt, _, _ = arch_profile(PAIR.in_dtype, PAIR.out_dtype, a.device)
+    return lt.matmul(a, b, PAIR.out_dtype)
+
+
+def same_bits(x, y) -> bool:
+    import torch
+
+    view = {2: torch.int16, 4: torch.int32}[x.element_size()]
+    return x.dtype == y.dtype and bool(torch.equal(x.view(view), y.view(view)))
 
 
 def geomean(xs):
@@ -125,6 +208,12 @@ def main() -> int:
     )
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument(
+        "--pair",
+        default="fp16:fp16",
+        choices=PAIRS,
+        help="input:output dtypes timed (torch.compile runs for fp16:fp16 and bf16:bf16 only)",
+    )
+    ap.add_argument(
         "--fused-share", type=float, default=0.15, help="budget share for the fused-epilogue sweep"
     )
     ap.add_argument(
@@ -133,7 +222,8 @@ def main() -> int:
         help="CPU, TRITON_INTERPRET=1, tiny shapes: exercises the script only",
     )
     args = ap.parse_args()
-    global DEVICE
+    global DEVICE, PAIR
+    PAIR = Pair(*args.pair.split(":"))
     if args.dry_run:
         DEVICE = "cpu"
         from fixbits.kernels._interp import patch
@@ -207,6 +297,8 @@ def main() -> int:
         run_precompile(shapes, fused_shapes, bench, args.precompile_workers, args.budget_s * 0.3)
     rows = []
     compile_share = 0 if args.no_compile else args.compile_share
+    if PAIR.in_dtype != PAIR.out_dtype:
+        compile_share = 0  # torch.compile times torch.mm: same-dtype pairs only
     main_budget = args.budget_s * (1 - compile_share - args.fused_share)
     last = 0.0  # seconds the previous shape took: a shape is started only if one like it fits
     bench.pass_end = time.monotonic() + main_budget - (time.time() - t0)  # type: ignore[attr-defined]
@@ -236,7 +328,7 @@ def main() -> int:
     bench.pass_end = time.monotonic() + args.budget_s * (1 - compile_share) - 4 - (time.time() - t0)  # type: ignore[attr-defined]
     if args.fused_share > 0:
         fused_pass(rows, t0, args.budget_s * (1 - compile_share) - 4, bench, args.dry_run, out)
-    if not args.no_compile and DEVICE == "cuda":
+    if not args.no_compile and DEVICE == "cuda" and PAIR.in_dtype == PAIR.out_dtype:
         compile_pass(rows, t0, args.budget_s, bench, out)
     write_outputs(rows, out)
     print(f"total {time.time() - t0:.0f}s")
@@ -283,12 +375,18 @@ def measure_shape(i: int, row: dict, bench, gemm: dict | None = None) -> None:
     from fixbits.kernels.tuning import best_config, tune
 
     m, n, k = row["m"], row["n"], row["k"]
+    row["pair"] = PAIR.label
+    row["skipped"] = PAIR.skip_reason(m, n, k)
+    if row["skipped"]:
+        return
     g = torch.Generator(device=DEVICE).manual_seed(i)
-    a = torch.randn((m, k), device=DEVICE, dtype=torch.float16, generator=g)
-    b = torch.randn((k, n), device=DEVICE, dtype=torch.float16, generator=g)  # the profile's layout
+    a, b = operands(m, n, k, g)
     desc, row["desc_source"], exc = shape_desc(m, n, k)
     if exc is not None and i == 0:
         print(f"profile route unavailable: {exc}", flush=True)
+    if desc is None:  # fp8 outside its profile: no stand-in descriptor is timed
+        row["skipped"] = f"not in the {PAIR.label} profile: {exc}"[:300]
+        return
     choice = choose_kernel(desc, m, n)
     row["family"] = choice.family
     row["desc_hash"] = desc.short_hash
@@ -298,7 +396,7 @@ def measure_shape(i: int, row: dict, bench, gemm: dict | None = None) -> None:
         key = (choice.family, desc.in_dtype, desc.out_dtype)
         t_tune = time.monotonic()
         _, times = tune(
-            key, m, lambda c: bench(lambda: matmul(a, b, desc=via, config=c, out_dtype="fp16"), "tune"), n, k,
+            key, m, lambda c: bench(lambda: matmul(a, b, desc=via, config=c, out_dtype=PAIR.out_dtype), "tune"), n, k,
             limit=getattr(bench, "tune_limit", 0),
             deadline=min(t_tune + getattr(bench, "tune_s", 1e9), getattr(bench, "pass_end", float("inf"))),
             seeds=tuple(c for c in [getattr(bench, "seeds", {}).get((m, n, k))] if c is not None),
@@ -328,10 +426,12 @@ def shape_desc(m: int, n: int, k: int):
     from fixbits.kernels.matmul import MatmulUnavailable, resolve_desc
 
     try:
-        return resolve_desc(m, n, k, "fp16", "fp16", torch.device(DEVICE)), "profile", None
+        return resolve_desc(m, n, k, PAIR.in_dtype, PAIR.out_dtype, torch.device(DEVICE)), "profile", None
     except MatmulUnavailable as exc:
+        if PAIR.fp8:
+            return None, "none", exc
         desc = GEMMDesc(
-            arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16"
+            arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype=PAIR.in_dtype, out_dtype=PAIR.out_dtype
         )
         return desc, "single_pass (no profile)", exc
 
@@ -352,10 +452,12 @@ def run_precompile(shapes, fused_shapes, bench, workers: int, timeout_s: float) 
     jobs = []
     for m, n, k, eps in todo:
         desc, _, _ = shape_desc(m, n, k)
+        if desc is None or PAIR.skip_reason(m, n, k):
+            continue
         seed = tuple(c for c in [seeds.get((m, n, k))] if c is not None)
         for cfg in candidates(m, n, k, getattr(bench, "tune_limit", 0), seed):
             for ep in dict.fromkeys(eps):
-                jobs.append(CompileJob(m, n, k, desc, ep, tuple(cfg.to_dict().items())))
+                jobs.append(CompileJob(m, n, k, desc, ep, tuple(cfg.to_dict().items()), PAIR.out_dtype))
     sms = num_sms(torch.device(DEVICE)) if DEVICE == "cuda" else 132
     rep = precompile(jobs, workers=workers if workers > 0 else None, sms=sms,
                      timeout_s=timeout_s)  # fmt: skip
@@ -396,29 +498,26 @@ def graph_times(row: dict, bench, ours: str, f_ours, ref: str, f_ref) -> None:
 
 
 def measure_gemm(row: dict, bench, a, b, via) -> None:
-    import torch
 
     from fixbits.kernels.matmul import matmul
 
     m, n, k = row["m"], row["n"], row["k"]
-    row["t_ours_ms"] = bench(lambda: matmul(a, b, desc=via, out_dtype="fp16"))
-    row["t_cublas_ms"] = bench(lambda: torch.mm(a, b))
+    od = PAIR.out_dtype
+    ref = cublas_fn(a, b)
+    row["t_ours_ms"] = bench(lambda: matmul(a, b, desc=via, out_dtype=od))
+    row["t_cublas_ms"] = bench(ref)
     row["speed_ours"] = row["t_cublas_ms"] / row["t_ours_ms"]
-    graph_times(
-        row, bench, "ours", lambda: matmul(a, b, desc=via, out_dtype="fp16"), "cublas", lambda: torch.mm(a, b)
-    )
+    graph_times(row, bench, "ours", lambda: matmul(a, b, desc=via, out_dtype=od), "cublas", ref)
     reps = 50 if row["t_ours_ms"] < 0.5 else 5
-    row["host_us_ours"] = host_us(lambda: matmul(a, b, desc=via, out_dtype="fp16"), reps)
-    row["host_us_cublas"] = host_us(lambda: torch.mm(a, b), reps)
+    row["host_us_ours"] = host_us(lambda: matmul(a, b, desc=via, out_dtype=od), reps)
+    row["host_us_cublas"] = host_us(ref, reps)
     row["tflops_ours"] = 2 * m * n * k / row["t_ours_ms"] / 1e9
     row["tflops_cublas"] = 2 * m * n * k / row["t_cublas_ms"] / 1e9
     row["splitk_tail_lost"] = tail_lost(m, n, k)
-    row.update(cublas_launches(lambda: torch.mm(a, b), m, n, k))
-    row["bytes_equal_cublas"] = bool(
-        torch.equal(
-            matmul(a, b, desc=via, out_dtype="fp16").view(torch.int16), torch.mm(a, b).view(torch.int16)
-        )
-    )
+    row.update(cublas_launches(ref, m, n, k))
+    row["bytes_equal_cublas"] = same_bits(matmul(a, b, desc=via, out_dtype=od), cublas_bytes(a, b, ref))
+    if PAIR.fp8:  # informative: torch._scaled_mm's own pick against the profile's reference
+        row["scaled_mm_bytes_equal_lt"] = same_bits(ref(), cublas_bytes(a, b, ref))
 
 
 def cublas_launches(fn, m: int, n: int, k: int) -> dict:
@@ -432,7 +531,7 @@ def cublas_launches(fn, m: int, n: int, k: int) -> dict:
         from fixbits.cublas.profile import profile_call
         from fixbits.kernels.matmul import _lt_instance
 
-        out["cublas_answer"] = _lt_instance(CublasLt).heuristic(m, n, k, "fp16", "fp16").key_str()
+        out["cublas_answer"] = _lt_instance(CublasLt).heuristic(m, n, k, PAIR.in_dtype, PAIR.out_dtype).key_str()
         prof = profile_call(fn)
         out["cublas_kernels"] = " ".join(prof.kernel_names)
         out["cublas_family"] = prof.family
@@ -444,7 +543,8 @@ def cublas_launches(fn, m: int, n: int, k: int) -> dict:
 def measure_fused(row: dict, bench, a, b, desc, via) -> None:
     import torch
 
-    from fixbits.kernels.matmul import cublas_matmul, eager_epilogue, matmul
+    from fixbits.kernels._host import torch_dtype
+    from fixbits.kernels.matmul import eager_epilogue, matmul
 
     m, n = row["m"], row["n"]
     ops = epilogue_ops(row["epilogue"])
@@ -455,25 +555,26 @@ def measure_fused(row: dict, bench, a, b, desc, via) -> None:
         return
     d_ep = desc.replace(epilogue=ops)
     g = torch.Generator(device=DEVICE).manual_seed(m * 1_000_003 + n)
+    odt, od = torch_dtype(PAIR.out_dtype), PAIR.out_dtype
     side = {
-        "bias": torch.randn(n, device=DEVICE, dtype=torch.float16, generator=g),
-        "residual": torch.randn((m, n), device=DEVICE, dtype=torch.float16, generator=g),
-        "gate": torch.randn((m, n), device=DEVICE, dtype=torch.float16, generator=g),
+        "bias": torch.randn(n, device=DEVICE, dtype=odt, generator=g),
+        "residual": torch.randn((m, n), device=DEVICE, dtype=odt, generator=g),
+        "gate": torch.randn((m, n), device=DEVICE, dtype=odt, generator=g),
     }
+    ref = cublas_fn(a, b)
 
     def fused():
-        return matmul(a, b, desc=d_ep if via is not None else None, epilogue=ops, out_dtype="fp16", **side)
+        return matmul(a, b, desc=d_ep if via is not None else None, epilogue=ops, out_dtype=od, **side)
 
     def pair():
-        return eager_epilogue(cublas_matmul(a, b, "fp16"), d_ep, side["bias"], side["residual"], side["gate"])
+        return eager_epilogue(ref(), d_ep, side["bias"], side["residual"], side["gate"])
 
     row["t_fused_ms"] = bench(fused)
     row["t_pair_ms"] = bench(pair)
     row["speed_fused"] = row["t_pair_ms"] / row["t_fused_ms"]
     graph_times(row, bench, "fused", fused, "pair", pair)
-    row["fused_bytes_equal_cublas_pair"] = bool(
-        torch.equal(fused().view(torch.int16), pair().view(torch.int16))
-    )
+    want = eager_epilogue(cublas_bytes(a, b, ref), d_ep, side["bias"], side["residual"], side["gate"])
+    row["fused_bytes_equal_cublas_pair"] = same_bits(fused(), want)
 
 
 def save_tuned(bench) -> None:
@@ -501,8 +602,8 @@ def tail_lost(m: int, n: int, k: int):
         from fixbits.cublas.lt import CublasLt
         from fixbits.kernels.matmul import _lt_instance
 
-        ans = _lt_instance(CublasLt).heuristic(m, n, k, "fp16", "fp16")
-        step = load_k_steps().lookup("sm_90", "fp16", getattr(ans, "tile_id", None))
+        ans = _lt_instance(CublasLt).heuristic(m, n, k, PAIR.in_dtype, PAIR.out_dtype)
+        step = load_k_steps().lookup("sm_90", PAIR.in_dtype, getattr(ans, "tile_id", None))
         return int(expected_loss(ans, k, step, rule="span"))
     except Exception as exc:  # no cuBLASLt binding: unknown, counted with the ordinary shapes
         print(f"[tail] {m}x{n}x{k}: {type(exc).__name__}: {exc}", flush=True)
@@ -588,8 +689,7 @@ def compile_pass(rows, t0, budget, bench, out: Path) -> None:
         try:
             torch._dynamo.reset()
             m, n, k = r["m"], r["n"], r["k"]
-            a = torch.randn((m, k), device=DEVICE, dtype=torch.float16)
-            b = torch.randn((k, n), device=DEVICE, dtype=torch.float16)
+            a, b = operands(m, n, k, None)
             f = torch.compile(_mm, mode="max-autotune", dynamic=False)
             t = time.time()
             f(a, b)
@@ -622,7 +722,7 @@ def write_outputs(rows, out: Path, *, quiet: bool = False) -> None:
         w.writeheader()
         w.writerows(all_rows)
     groups = sorted({r["layer"] for r in rows})
-    lines = ["# fixbits GEMM benchmark (speed relative to cuBLAS; >1 is faster)", ""]
+    lines = [f"# fixbits GEMM benchmark, {PAIR.label} (speed relative to cuBLAS; >1 is faster)", ""]
     lines.append(
         "| layer group | side of 5 GFLOP | shapes | fixbits whole-call geomean | fixbits GPU-time geomean "
         "(CUDA graph, both sides) | torch.compile geomean (n timed: a budget-bound deterministic sample) |"
@@ -672,12 +772,14 @@ def write_outputs(rows, out: Path, *, quiet: bool = False) -> None:
     eq = sum(1 for r in full if r.get("bytes_equal_cublas"))
     eq_tail = sum(1 for r in tail if r.get("bytes_equal_cublas"))
     errs = [r for r in all_rows if r.get("error")]
+    skipped = [r for r in rows if r.get("skipped")]
     sources: dict = {}
     for r in rows:
         sources[r.get("desc_source")] = sources.get(r.get("desc_source"), 0) + 1
     lines += ["", f"GEMM bytes equal to torch.mm: {eq}/{len(full)} shapes whose cuBLAS kernel sums all of K; "
               f"split-K tail shapes (fixbits.bugs.splitk_tail predicts a loss; never counted as matches): "
-              f"{len(tail)}, of which {eq_tail} equal anyway; errors: {len(errs)}",
+              f"{len(tail)}, of which {eq_tail} equal anyway; errors: {len(errs)}; shapes not timed: "
+              f"{len(skipped)} ({'; '.join(sorted({r['skipped'][:80] for r in skipped}))})",
               f"descriptor sources: {sources} ('single_pass (no profile)': the arch profile does not cover "
               "the shape, so a single-pass descriptor is timed and its bytes need not be cuBLAS's)"]  # fmt: skip
     for r in [r for r in full if not r.get("bytes_equal_cublas")][:40]:
