@@ -111,6 +111,13 @@ def one(item: tuple[tuple[str, str, str], list[dict[str, Any]]]) -> dict[str, An
     if len(alive) == 1 and used == 0:
         alive = [c for c in alive if check_one(recs[0], c.to_dict(), None)["mismatches"] == 0]
         used = 1
+    if len(alive) > 1:  # readings that are one function of every shape are one reading
+        alive, res["one_function"] = one_per_function(alive, key)
+    if len(alive) > 1:  # the STAGES_ID rule among the readings every selection shape leaves
+        from fixbits.probe.stages import prefer_step
+
+        alive = prefer_step(alive, key)
+        res["stage_rule"] = len(alive) == 1
     if len(alive) != 1:
         return {**res, "outcome": "none_fits" if not alive else "ambiguous", "selection": used}
     desc = alive[0]
@@ -128,8 +135,41 @@ def one(item: tuple[tuple[str, str, str], list[dict[str, Any]]]) -> dict[str, An
     }
 
 
+def one_per_function(readings: list[Any], key: str) -> tuple[list[Any], bool]:
+    """(one reading per function, whether any merged): readings with equal
+    fixbits.probe.plan.function_key give the same bits on every shape. The one kept carries the
+    answer's implied step (fixbits.probe.stages) where its step places nothing, so the entry
+    agrees with the STAGES_ID rule."""
+    from fixbits.probe.plan import function_key
+    from fixbits.probe.stages import implied_step
+
+    groups: dict[Any, list[Any]] = {}
+    for d in readings:
+        groups.setdefault(function_key(d), []).append(d)
+    step = implied_step(key)
+    kept = []
+    for fk, members in groups.items():
+        rep = members[0]
+        if step is not None and fk.residue == "last" and step % rep.instruction_k == 0:
+            rep = rep.replace(k_loop_step=step)
+        kept.append(rep)
+    return kept, len(kept) < len(readings)
+
+
+def _cost(recs: list[dict[str, Any]]) -> int:
+    """The emulation work of an answer's cheapest recorded shape (K deep, 8x8 cells at most)."""
+    return min(r["k"] * min(8, r["m"]) * min(8, r["n"]) for r in recs)
+
+
 def predict(
-    sweep_dir: Path, out: Path, deadline_s: float, workers: int, skip: list[Path] | tuple[Path, ...] = ()
+    sweep_dir: Path,
+    out: Path,
+    deadline_s: float,
+    workers: int,
+    skip: list[Path] | tuple[Path, ...] = (),
+    *,
+    retry_ambiguous: bool = False,
+    cheap_first: bool = False,
 ) -> None:
     from fixbits.probe.sweep import load_samples
 
@@ -140,10 +180,15 @@ def predict(
         pr = profs.get((r["dtype"], r["out_dtype"]))
         if "got" in r and pr is not None and r["key"] not in pr.entries:
             by[(r["dtype"], r["out_dtype"], r["key"])].append(r)
-    done = {(r["pair"], r["key"]) for f in skip for r in map(json.loads, f.read_text().splitlines())}
+    done = {
+        (r["pair"], r["key"])
+        for f in skip
+        for r in map(json.loads, f.read_text().splitlines())
+        if not (retry_ambiguous and r.get("outcome") == "ambiguous")
+    }
     items = sorted(
         ((k, v) for k, v in by.items() if len(v) >= 2 and (f"{k[0]}->{k[1]}", k[2]) not in done),
-        key=lambda it: -len(it[1]),
+        key=(lambda it: (_cost(it[1]), -len(it[1]))) if cheap_first else (lambda it: -len(it[1])),
     )
     if done:
         print(f"{len(done)} answers tried by an earlier run left out (--skip)", flush=True)
@@ -186,8 +231,11 @@ def apply(path: Path, run: str) -> None:
             conflicts += not same
             continue
         sel = ", ".join("x".join(map(str, s)) for s in r["selection"])
+        rule = "; the STAGES_ID step rule chose among the readings the selection left" if r.get("stage_rule") else ""
+        if r.get("one_function"):
+            rule += "; readings that differ only in a step that places nothing (residue last) counted as one"
         note = (
-            f"predicted from known descriptors (offline, CPU); selected on {sel}; verified on "
+            f"predicted from known descriptors (offline, CPU); selected on {sel}{rule}; verified on "
             f"{len(r['held_out'])} held-out shapes against the H200's recorded cuBLAS cells (run {run})"
         )
         first = r["selection"][0]
@@ -219,8 +267,15 @@ if __name__ == "__main__":
         metavar="JSONL",
         help="earlier runs' results: the answers they tried are not tried again",
     )
+    ap.add_argument(
+        "--retry-ambiguous",
+        action="store_true",
+        help="with --skip: try again the answers an earlier run left ambiguous (the STAGES_ID rule may settle them)",
+    )
+    ap.add_argument("--cheap-first", action="store_true", help="answers with the cheapest shapes first")
     a = ap.parse_args()
     if a.apply:
         apply(Path(a.apply), a.run)
     else:
-        predict(Path(a.sweep_dir), Path(a.out), a.deadline_s, a.workers, a.skip)
+        predict(Path(a.sweep_dir), Path(a.out), a.deadline_s, a.workers, a.skip,
+                retry_ambiguous=a.retry_ambiguous, cheap_first=a.cheap_first)  # fmt: skip

@@ -346,6 +346,17 @@ def _output(out: str, tree: Any) -> Any:
     return _round(out, tree)
 
 
+def function_key(desc: GEMMDesc) -> GEMMDesc:
+    """Equal for two descriptors that give the same bits at every K, by structure: with the
+    residue turn last, the K-loop step places nothing (every chain is cut into instruction
+    groups from its start, the short group last, whatever the step), so it is set to
+    instruction_k. A key may split descriptors that are one function, never merge two that are
+    not."""
+    if desc.residue == "last" and desc.k_loop_step != desc.instruction_k:
+        return desc.replace(k_loop_step=desc.instruction_k)
+    return desc
+
+
 def equivalent_on(a: GEMMDesc, b: GEMMDesc, k: int) -> bool:
     """True when a and b provably give the same bits at this K (equal canonical trees, dtypes)."""
     if (a.arch, a.in_dtype, a.out_dtype, a.acc_dtype, a.epilogue) != (b.arch, b.in_dtype, b.out_dtype, b.acc_dtype, b.epilogue):

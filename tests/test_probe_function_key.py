@@ -1,0 +1,79 @@
+"""fixbits.probe.plan.function_key: descriptors with equal keys give the same bits at every K.
+
+The claim is structural (with the residue turn last the K-loop step places nothing), so it is
+checked here on the emulator: every step of a residue-last descriptor, over K values that are
+and are not multiples of the steps, on ordinary and wide-exponent draws, gives one set of raw
+bits; and the key keeps apart what it must (residue first: the step moves the short turn).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fixbits.desc import GEMMDesc, KCut
+from fixbits.emulate import emulate
+from fixbits.inputs import draw
+from fixbits.numerics.formats import bits
+from fixbits.probe.plan import function_key
+
+BASE = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp32")
+FAMILIES = {
+    "single_pass": BASE,
+    "per_mma": BASE.replace(use_fast_accum=False, promotion_interval=2),
+    "split_k": BASE.replace(k_cuts=(KCut("contiguous", count=3),), partial_dtype="fp16"),
+    "split_k_nest": BASE.replace(k_cuts=(KCut("contiguous", span=100), KCut("contiguous", span=40))),
+    "narrow_out": BASE.replace(out_dtype="fp16", in_dtype="bf16"),
+}
+KS = (1, 15, 16, 17, 48, 63, 64, 65, 100, 127, 129, 200, 257, 300)
+STEPS = (16, 32, 64, 128)
+
+
+def _bits_at(desc: GEMMDesc, k: int, kind: str, seed: int) -> np.ndarray:
+    a = draw((3, k), desc.in_dtype, kind, seed)
+    b = draw((k, 2), desc.in_dtype, kind, seed + 1)
+    return bits(np.ascontiguousarray(emulate(desc, a, b)))
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("kind", ["ordinary", "wide"])
+def test_residue_last_readings_of_any_step_are_one_function(family: str, kind: str) -> None:
+    seed = 1000 + sorted(FAMILIES).index(family)
+    readings = [FAMILIES[family].replace(k_loop_step=s, residue="last") for s in STEPS]
+    assert len({function_key(d) for d in readings}) == 1
+    for k in KS:
+        first = _bits_at(readings[0], k, kind, seed + k)
+        for d in readings[1:]:
+            assert np.array_equal(_bits_at(d, k, kind, seed + k), first), (
+                f"seed {seed + k}: {family} K={k} step {d.k_loop_step} parts from step {STEPS[0]}"
+            )
+
+
+def test_residue_first_readings_stay_apart_and_do_part() -> None:
+    """The key never merges residue-first readings of different steps, and the emulator shows
+    why: on wide-exponent draws their bits part at some K that is not a multiple of the step."""
+    a, b = (BASE.replace(k_loop_step=s, residue="first") for s in (32, 64))
+    assert function_key(a) != function_key(b)
+    assert function_key(a) != function_key(a.replace(residue="last"))
+    parted = [k for k in KS if not np.array_equal(_bits_at(a, k, "wide", 77 + k), _bits_at(b, k, "wide", 77 + k))]
+    assert parted, "steps 32 and 64 (residue first) gave equal bits at every K tried; the draws have no power"
+    assert all(k % 64 for k in parted)
+
+
+def test_offline_prediction_counts_one_function_once() -> None:
+    """predict_offline.one_per_function: residue-last readings of several steps are one reading,
+    kept with the answer's implied step (STAGES_ID 20: depth 128); residue-first ones stay."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "reconstruction" / "predict_offline.py"
+    spec = importlib.util.spec_from_file_location("predict_offline", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    last = [BASE.replace(k_loop_step=s, residue="last") for s in (32, 64)]
+    kept, merged = mod.one_per_function(last, "a23-t11-s52-r4-w0-c0-g20")
+    assert merged and kept == [BASE.replace(k_loop_step=128, residue="last")]
+    first = [BASE.replace(k_loop_step=s, residue="first") for s in (32, 64)]
+    kept, merged = mod.one_per_function(first + last, "a24-t15-s11-r4-w0-c0-g0")  # STAGES_ID 0: no step
+    assert merged and kept == [*first, last[0]]
