@@ -204,3 +204,22 @@ def test_a_gemv_answer_with_a_capped_lane_tile_is_predicted_from_a_fixed_tile_hi
     assert desc is not None, note
     for k in (300, 700, 5000):
         assert equivalent_on(desc, truth, k), (k, desc)
+
+
+
+def test_stages_id_never_wins_over_draws_on_the_answers_other_shapes() -> None:
+    """Why the STAGES_ID rule stays after the draws (s16: review item 6 not taken). The kernel steps
+    64 (its STAGES_ID 9 says 32); on the first shapes (K 1144, 2100) the step-32 readings give the
+    same bits, at K 1184 and 1250 they do not. Drawing only the implied-step readings first would
+    keep a step-32 one (nothing left to part it from); drawing all of them, the shapes where the
+    survivors part reject it. Phase B must return the reading that holds on all four K."""
+    from fixbits.backends import EmulatorBackend
+
+    truth = SPLIT.replace(k_loop_step=64)
+    group = [(16, 4, 1144), (24, 8, 2100), (16, 4, 1184), (16, 4, 1250)]
+    assert equivalent_on(SPLIT32, truth, 1144) and not equivalent_on(SPLIT32, truth, 1184)
+    task = {"seed": 11, "prio": [], "group": group, "in_dtype": "fp16", "key": "a23-t20-s4-r4-w0-c0-g9"}
+    desc, used, note, src = R._predict(EmulatorBackend(truth), [SPLIT32], task, group[:2])
+    assert desc is not None, note
+    for k in (1144, 2100, 1184, 1250):
+        assert equivalent_on(desc, truth, k), (k, desc, used, note)
