@@ -88,25 +88,26 @@ def plan(desc: GEMMDesc, k: int) -> _Node | _Leaf:
 
 
 class _Operands:
-    """Float64 values and decoded exponents of A rows [r0, r1) and all of B^T."""
+    """Float64 values and decoded exponents of A rows [r0, r1) and all of B^T, for every draw:
+    a (D, rows, K), bt (D, N, K). The leading draw axis lets one pass over the instruction
+    groups serve several operand draws (the Python loop over K is the emulator's cost)."""
 
     def __init__(self, a64: np.ndarray, ea: np.ndarray, bt64: np.ndarray, ebt: np.ndarray) -> None:
         self.a64, self.ea, self.bt64, self.ebt = a64, ea, bt64, ebt
 
     def products(self, g: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-        """Exact products (rows, N, width) and their raw exponents; columns past len(g) are zero
-        products (the padding of a short instruction)."""
-        pa, pb = self.a64[:, g], self.bt64[:, g]
-        ea, eb = self.ea[:, g], self.ebt[:, g]
+        """Exact products (D, rows, N, width) and their raw exponents; columns past len(g) are
+        zero products (the padding of a short instruction)."""
+        pa, pb = self.a64[..., g], self.bt64[..., g]
+        ea, eb = self.ea[..., g], self.ebt[..., g]
         if len(g) < width:
-            padn = width - len(g)
-            pa = np.pad(pa, ((0, 0), (0, padn)))
-            pb = np.pad(pb, ((0, 0), (0, padn)))
-            ea = np.pad(ea, ((0, 0), (0, padn)), constant_values=formats.ZERO_EXPONENT)
-            eb = np.pad(eb, ((0, 0), (0, padn)), constant_values=formats.ZERO_EXPONENT)
+            pad = ((0, 0), (0, 0), (0, width - len(g)))
+            pa, pb = np.pad(pa, pad), np.pad(pb, pad)
+            ea = np.pad(ea, pad, constant_values=formats.ZERO_EXPONENT)
+            eb = np.pad(eb, pad, constant_values=formats.ZERO_EXPONENT)
         with np.errstate(invalid="ignore", over="ignore"):
-            p = pa[:, None, :] * pb[None, :, :]
-        e = ea[:, None, :] + eb[None, :, :]
+            p = pa[:, :, None, :] * pb[:, None, :, :]
+        e = ea[:, :, None, :] + eb[:, None, :, :]
         return p, e
 
 
@@ -117,7 +118,7 @@ def _run_leaf(
     if desc.instruction == "fma":
         for g in leaf.groups:
             for k in g:
-                acc = formats.fma_rn(ops.a64[:, k][:, None], ops.bt64[:, k][None, :], acc)
+                acc = formats.fma_rn(ops.a64[:, :, k][:, :, None], ops.bt64[:, :, k][:, None, :], acc)
         return acc
     assert model is not None
     # an instruction wider than the block is that many blocks, the short one padded to the width
@@ -227,21 +228,57 @@ def emulate(
         acc = np.asarray(acc)
         if acc.shape != (m, n) or acc.dtype != np.float32:
             raise ValueError(f"emulate: acc must be float32 of shape {(m, n)}, got {acc.dtype} {acc.shape}")
-    tree = plan(desc, k)
-    a64, ea = blocks.operand_parts(a, desc.in_dtype)
-    bt = np.ascontiguousarray(b.T)
-    bt64, ebt = blocks.operand_parts(bt, desc.in_dtype)
-    width = max(desc.instruction_k, 1)
-    rows = max(1, _CHUNK_BYTES // max(1, n * width * 8))
-    value = np.empty((m, n), dtype=np.float64)
-    for r0 in range(0, m, rows):
-        r1 = min(m, r0 + rows)
-        ops = _Operands(a64[r0:r1], ea[r0:r1], bt64, ebt)
-        start = np.zeros((r1 - r0, n)) if acc is None else acc[r0:r1].astype(np.float64)
-        value[r0:r1] = _evaluate(tree, ops, desc, model, start)
+    start = None if acc is None else acc[None].astype(np.float64)
+    value = _values(desc, model, a[None], b[None], start)[0]
     out = formats.round_to(value, desc.out_dtype, "rn")
     out = _epilogue(desc, out, bias=bias, residual=residual, gate=gate)
     return formats.to_dtype(out, desc.out_dtype)
+
+
+def emulate_draws(desc: GEMMDesc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``emulate`` of D operand draws in one pass: a (D, M, K), b (D, K, N) of ``desc.in_dtype``;
+    returns (D, M, N), each slice bit for bit ``emulate(desc, a[i], b[i])``. The Python loop over
+    K's instruction groups runs once for all draws (the prober checks a reading on several draws
+    of one shape). Epilogue ops that read side arrays (bias, residual, gate) are not taken here."""
+    if not isinstance(desc, GEMMDesc):
+        raise TypeError(f"emulate_draws: desc must be a GEMMDesc, got {type(desc).__name__}")
+    for x, name in ((a, "a"), (b, "b")):
+        if not isinstance(x, np.ndarray) or x.ndim != 3:
+            raise ValueError(f"emulate_draws: {name} must be a 3-D numpy array (draws first)")
+        if x.dtype != formats.np_dtype(desc.in_dtype):
+            raise ValueError(
+                f"emulate_draws: {name} has dtype {x.dtype}, the descriptor's in_dtype is {desc.in_dtype}"
+            )
+    if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        raise ValueError(f"emulate_draws: shapes do not pair: a {a.shape}, b {b.shape}")
+    model = (
+        None if desc.instruction == "fma" else blocks.model_for(desc.arch, desc.instruction, desc.in_dtype)
+    )
+    value = _values(desc, model, a, b, None)
+    out = formats.round_to(value, desc.out_dtype, "rn")
+    out = _epilogue(desc, out, bias=None, residual=None, gate=None)
+    return formats.to_dtype(out, desc.out_dtype)
+
+
+def _values(
+    desc: GEMMDesc, model: blocks.BlockModel | None, a: np.ndarray, b: np.ndarray, acc: np.ndarray | None
+) -> np.ndarray:
+    """Float64 (D, M, N) accumulator values before the output rounding, rows in cache-sized chunks."""
+    d, m, k = a.shape
+    n = b.shape[2]
+    tree = plan(desc, k)
+    a64, ea = blocks.operand_parts(a, desc.in_dtype)
+    bt = np.ascontiguousarray(np.swapaxes(b, 1, 2))
+    bt64, ebt = blocks.operand_parts(bt, desc.in_dtype)
+    width = max(desc.instruction_k, 1)
+    rows = max(1, _CHUNK_BYTES // max(1, d * n * width * 8))
+    value = np.empty((d, m, n), dtype=np.float64)
+    for r0 in range(0, m, rows):
+        r1 = min(m, r0 + rows)
+        ops = _Operands(a64[:, r0:r1], ea[:, r0:r1], bt64, ebt)
+        start = np.zeros((d, r1 - r0, n)) if acc is None else acc[:, r0:r1]
+        value[:, r0:r1] = _evaluate(tree, ops, desc, model, start)
+    return value
 
 
 # -- epilogue ---------------------------------------------------------------------------------

@@ -204,3 +204,56 @@ def test_a_gemv_answer_with_a_capped_lane_tile_is_predicted_from_a_fixed_tile_hi
     assert desc is not None, note
     for k in (300, 700, 5000):
         assert equivalent_on(desc, truth, k), (k, desc)
+
+
+
+def test_stages_id_never_wins_over_draws_on_the_answers_other_shapes() -> None:
+    """Why the STAGES_ID rule stays after the draws (s16: review item 6 not taken). The kernel steps
+    64 (its STAGES_ID 9 says 32); on the first shapes (K 1144, 2100) the step-32 readings give the
+    same bits, at K 1184 and 1250 they do not. Drawing only the implied-step readings first would
+    keep a step-32 one (nothing left to part it from); drawing all of them, the shapes where the
+    survivors part reject it. Phase B must return the reading that holds on all four K."""
+    from fixbits.backends import EmulatorBackend
+
+    truth = SPLIT.replace(k_loop_step=64)
+    group = [(16, 4, 1144), (24, 8, 2100), (16, 4, 1184), (16, 4, 1250)]
+    assert equivalent_on(SPLIT32, truth, 1144) and not equivalent_on(SPLIT32, truth, 1184)
+    task = {"seed": 11, "prio": [], "group": group, "in_dtype": "fp16", "key": "a23-t20-s4-r4-w0-c0-g9"}
+    desc, used, note, src = R._predict(EmulatorBackend(truth), [SPLIT32], task, group[:2])
+    assert desc is not None, note
+    for k in (1144, 2100, 1184, 1250):
+        assert equivalent_on(desc, truth, k), (k, desc, used, note)
+
+
+def _b_task(per_answer_s: float) -> dict[str, object]:
+    group = [(16, 4, 1088), (16, 4, 1120), (16, 4, 1144)]
+    return {"key": "a23-t20-s4-r4-w0-c0-g0", "group": group, "group_size": 3, "seed": 11, "prio": [],
+            "in_dtype": "fp16", "out_dtype": "fp32", "desc": SPLIT32.to_dict(), "from_key": "a23-t9-s4-r4-w0-c0-g0",
+            "per_answer_s": per_answer_s}
+
+
+def test_phase_b_stops_at_its_per_answer_cap() -> None:
+    """A phase-B answer past its cap is reported as a timeout (never as a descriptor), and one cut
+    by the run's deadline is left for a later run (s16: one answer held a worker for 168 s)."""
+    import time
+
+    from fixbits.backends import EmulatorBackend
+
+    box = EmulatorBackend(SPLIT64)
+    [r] = R.verify_answers({"items": [_b_task(0.0)], "deadline": time.time() + UNTIMED}, backend=box)
+    assert r["status"] == "failed" and r["timeout"] and "cap" in r["why"] and "desc" not in r, r
+    [r] = R.verify_answers({"items": [_b_task(UNTIMED)], "deadline": time.time() + UNTIMED}, backend=box)
+    assert r["status"] == "recovered" and r["seconds"] > 0 and not r.get("timeout"), r
+
+
+def test_predicted_answers_are_logged_with_their_seconds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shapes = [(m, 4, k) for m in (16, 48) for k in (200, 333, 1100)]
+    monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
+    lines: list[str] = []
+    s = R.reconstruct(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=UNTIMED,
+                      per_answer_s=UNTIMED, lt=_Lt(), backend=_Cublas(), profile_launch=False, log=lines.append,
+                      hints={"a1-t1-s1-r0-w0-c0-g0": PLAIN})
+    assert s["predicted"], (s, lines)
+    for key in s["predicted"]:
+        line = next((x for x in lines if x.startswith(f"  {key} ") and "[B]: predicted" in x), None)
+        assert line is not None and "s)" in line, (key, lines)

@@ -363,6 +363,7 @@ def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str,
 
     out = []
     for task in batch["items"]:
+        t1 = time.time()
         key, group = task["key"], [tuple(x) for x in task["group"]]
         base = {"key": key, "rep": list(group[0]) if group else [0, 0, 0], "group_size": task["group_size"],
                 "kernels": [], "notes": [], "calls": 0, "bad": [], "good": 0, "tried": 0, "seconds": 0.0,
@@ -376,6 +377,8 @@ def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str,
             out.append({**base, "status": "skipped"})
             continue
         bk = _get_backend(task, backend)
+        # the per-answer cap: checked between draws, so one answer cannot hold a worker for minutes
+        task = {**task, "until": min(batch["deadline"], t1 + float(task.get("per_answer_s", float("inf"))))}
         bases = [GEMMDesc.from_dict(d) for d in task.get("descs") or [task["desc"]]]
         froms = _from_keys(task, len(bases))
         sides: dict[bool, list[tuple[int, int, int]]] = {}
@@ -388,9 +391,19 @@ def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str,
                 out.append(_predict_sides(bk, bases, froms, task, sides, base))
                 continue
             desc, shapes, why, src = _predict(bk, bases, task, shapes)
-        except Exception as exc:  # noqa: BLE001
-            out.append({**base, "status": "failed", "why": f"verify crashed: {type(exc).__name__}: {exc}"})
+        except OutOfTime as exc:
+            spent = round(time.time() - t1, 1)
+            if time.time() > batch["deadline"]:  # the run's deadline, not this answer's: left for a later run
+                out.append({**base, "status": "skipped", "seconds": spent})
+            else:
+                out.append({**base, "status": "failed", "seconds": spent, "timeout": True,
+                            "why": f"phase B stopped at its {task.get('per_answer_s')} s cap ({exc})"})
             continue
+        except Exception as exc:  # noqa: BLE001
+            out.append({**base, "status": "failed", "why": f"verify crashed: {type(exc).__name__}: {exc}",
+                        "seconds": round(time.time() - t1, 1)})
+            continue
+        base["seconds"] = round(time.time() - t1, 1)
         if desc is not None:
             out.append({**base, "status": "recovered", "desc": desc.to_dict(), "good": len(shapes),
                         "tried": len(shapes), "rep": list(shapes[0]),
@@ -401,6 +414,17 @@ def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str,
             out.append({**base, "status": "failed", "bad": [],
                         "why": f"the family descriptors of {names} fail here ({why})"})
     return out
+
+
+class OutOfTime(RuntimeError):
+    """Phase B passed its per-answer cap (or the run's deadline) between two draws."""
+
+
+def _check_time(task: dict[str, Any], where: str) -> None:
+    """Raise OutOfTime past ``task['until']`` (set by verify_answers; absent: no cap)."""
+    until = task.get("until")
+    if until is not None and time.time() > until:
+        raise OutOfTime(f"before {where}")
 
 
 def _predict_sides(bk: Any, bases: list[Any], froms: list[str], task: dict[str, Any],
@@ -469,6 +493,7 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
     extra_rounds = 2
     while queue:
         sh = queue.pop(0)
+        _check_time(task, "drawing on " + "x".join(map(str, sh)))
         ok, _ = verify_draws(bk, alive, *sh, seed=task["seed"] + 11 + sh[2], draws=2)
         used.append(sh)
         alive = [d for d, o in zip(alive, ok, strict=True) if o]
@@ -549,6 +574,7 @@ def _settle(bk: Any, alive: list[Any], task: dict[str, Any]) -> tuple[list[Any],
         if len(used) == 2:  # two settling shapes and they still part: ambiguous
             return alive, used
         sh = next((x for x, _ in order if x not in used), order[0][0])
+        _check_time(task, "settling on " + "x".join(map(str, sh)))
         ok, _ = verify_draws(bk, alive, *sh, seed=task["seed"] + 29 + sh[2], draws=SETTLE_DRAWS, cells=SETTLE_CELLS,
                              kinds=_settle_kinds(alive[0].out_dtype))
         used.append(sh)
@@ -898,6 +924,8 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
                     f"verified {r['good']}/{r['tried']} ({r['seconds']}s) {'; '.join(r['notes'])} {note}")
             else:
                 summary["predicted"].append(key)
+                log(f"  {key} {tuple(r['rep'])} [B]: predicted {desc.family} {desc.short_hash} "
+                    f"({r.get('seconds', 0.0)}s) {note}")
         save()
 
     # -- the queue -------------------------------------------------------------------------
@@ -996,8 +1024,11 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
                     if other not in entries and state.get(other) in (None, "waiting"):
                         push("B", other)
             return
-        if kind == "B":
+        if kind == "B" and not r.get("timeout"):
             push("C", key)  # the family descriptor does not hold here: probe the answer itself
+            return
+        if kind == "B":  # over its cap: a probe there would cost more still; a later run retries it
+            state[key] = "done"
             return
         state[key] = "done"
         if kind == "A" and fk not in rep_desc:  # the family's representative failed: try the next
@@ -1020,6 +1051,8 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
             return verify_answers, {"items": [t], "deadline": deadline, "backend": t["backend"]}
         return run_answer, t
 
+    # an answer started this close to the deadline would mostly be cut off and thrown away
+    submit_until = deadline - min(per_answer_s, 0.1 * budget_s)
     pool = None
     if workers > 1:
         import concurrent.futures as cf
@@ -1028,8 +1061,8 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
         pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
     running: dict[Any, tuple[str, str]] = {}
     try:
-        while (heap or running) and time.time() < deadline:
-            while heap and len(running) < max(1, workers) + 2 and time.time() < deadline:
+        while (running or (heap and time.time() < submit_until)) and time.time() < deadline:
+            while heap and len(running) < max(1, workers) + 2 and time.time() < submit_until:
                 _, _, kind, key = heapq.heappop(heap)
                 if state.get(key) != "queued-" + kind:
                     continue
@@ -1063,6 +1096,8 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
                     continue
                 for r in (res if isinstance(res, list) else [res]):
                     on_result(kind, r)
+        if heap and time.time() >= submit_until:
+            log(f"  reconstruct: no new answer started in the last {deadline - submit_until:.0f}s before the deadline")
         # answers whose family never got a descriptor and that were waiting for it
         if running:
             log(f"  reconstruct: {len(running)} answers still running at the deadline; left out")

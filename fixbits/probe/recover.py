@@ -258,17 +258,18 @@ def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *,
     """Each desc against the black box on ``draws`` fresh draws, their kinds taken in turn from
     ``kinds`` (sampled cells: outputs are independent, so emulating only the sampled rows and
     columns is exact there). A backend with ``draw_sampled`` draws on its device and returns
-    only those cells. ``spikes.KIND`` plants ±L pairs into ordinary draws (narrow outputs)."""
-    from fixbits.cublas.backend import cells_for
-    from fixbits.emulate import emulate
-    from fixbits.numerics.formats import bits
+    only those cells. ``spikes.KIND`` plants ±L pairs into ordinary draws (narrow outputs).
 
-    ok = [True] * len(descs)
+    All draws are taken first and each desc is emulated on all of them in one pass
+    (``emulate_draws``); descs that owe each other the same bits at this K (``draw_classes``)
+    are emulated once. A desc passes only if its bits equal the black box's on every draw."""
+    from fixbits.cublas.backend import cells_for
+
     in_dtype = descs[0].in_dtype
     rng = np.random.default_rng(seed)
-    done = 0
     cells = cells_for(k, cells)
     sampled = getattr(backend, "draw_sampled", None)
+    taken: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for i in range(draws):
         kind = kinds[i % len(kinds)]
         rows, cols = _sample(m, cells, rng), _sample(n, cells, rng)
@@ -283,15 +284,80 @@ def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *,
             a, b = _draw_pair(m, n, k, in_dtype, kind, seed * 1000 + 2 * i)
             got = backend.gemm(a, b)[np.ix_(rows, cols)]
             a_r, b_c = a[rows], b[:, cols]
-        done += 1
-        want_bits = bits(np.ascontiguousarray(got))
+        taken.append((a_r, b_c, got))
+    ok = [True] * len(descs)
+    if not taken:
+        return ok, 0
+    a3, b3, want = _stack_draws(taken)
+    for members in draw_classes(descs, k):
+        good = _matches(descs[members[0]], a3, b3, want)
+        for j in members:
+            ok[j] = good
+    return ok, len(taken)
+
+
+def draw_classes(descs: list[GEMMDesc], k: int) -> list[list[int]]:
+    """Indices of ``descs`` grouped so that members of a group owe each other the same bits at
+    K on any operands (one emulation serves the group). Order of first appearance is kept."""
+    groups: dict[Any, list[int]] = {}
+    try:
         for j, d in enumerate(descs):
-            if ok[j]:
-                em = emulate(d, a_r, b_c)
-                ok[j] = bool(np.array_equal(bits(np.ascontiguousarray(em)), want_bits))
-        if not any(ok):
-            break
-    return ok, done
+            groups.setdefault(_draw_key(d, k, j), []).append(j)
+    except RecursionError:  # comparing two deep trees: key every desc by its address map
+        groups = {}
+        for j, d in enumerate(descs):
+            groups.setdefault(_draw_key(d, k, j, trees=False), []).append(j)
+    return list(groups.values())
+
+
+def _draw_key(d: GEMMDesc, k: int, j: int, *, trees: bool = True) -> Any:
+    """Every field but the ones that only place K's elements (k_cuts, k_loop_step, residue),
+    plus where they place them at this K: the canonical tree itself (not its hash) up to K 4096,
+    else the exact address map (which may split equal readings, never merge different ones).
+    An instruction wider than its block folds its products in position order, which the address
+    map does not record: such a desc keys on its index ``j`` alone (never merged)."""
+    from fixbits.numerics.blocks import model_for
+
+    rest = dataclasses.replace(d, k_cuts=(), k_loop_step=d.instruction_k, residue="last")
+    if d.instruction != "fma" and d.instruction_k > model_for(d.arch, d.instruction, d.in_dtype).L:
+        return ("alone", j)
+    if trees and k <= 4096:
+        try:
+            tree = canonical_tree(d, k)
+            hash(tree)  # deep trees recurse: the address map below
+            return (rest, "tree", tree)
+        except RecursionError:
+            pass
+    ad = addresses(d, k)
+    return (rest, "addr", ad.kinds, ad.counts, ad.index.tobytes())
+
+
+def _stack_draws(taken: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+                 ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """(A rows (D, R, K), B columns (D, K, C), each draw's black-box bits): draws that sampled
+    fewer rows or columns are padded with zero operands (their cells are emulated and ignored)."""
+    from fixbits.numerics.formats import bits
+
+    r = max(a.shape[0] for a, _, _ in taken)
+    c = max(b.shape[1] for _, b, _ in taken)
+    a3 = np.zeros((len(taken), r, taken[0][0].shape[1]), dtype=taken[0][0].dtype)
+    b3 = np.zeros((len(taken), taken[0][1].shape[0], c), dtype=taken[0][1].dtype)
+    want = []
+    for i, (a, b, got) in enumerate(taken):
+        a3[i, : a.shape[0]] = a
+        b3[i, :, : b.shape[1]] = b
+        want.append(bits(np.ascontiguousarray(got)))
+    return a3, b3, want
+
+
+def _matches(desc: GEMMDesc, a3: np.ndarray, b3: np.ndarray, want: list[np.ndarray]) -> bool:
+    """The emulator's raw bits under ``desc`` equal the black box's on every draw."""
+    from fixbits.emulate import emulate_draws
+    from fixbits.numerics.formats import bits
+
+    em = emulate_draws(desc, a3, b3)
+    return all(np.array_equal(bits(np.ascontiguousarray(em[i, : w.shape[0], : w.shape[1]])), w)
+               for i, w in enumerate(want))
 
 
 def _solve(s: Session, obs: C.Observed, hints: dict[str, Any], arch: str, seed: int, draws: int, rounds: int,

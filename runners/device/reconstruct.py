@@ -76,8 +76,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="> 0: sweep operands no earlier run drew (fresh draws on recheck shapes)")
     p.add_argument("--sweep-share", type=float, default=0.4, help="share of the budget kept for the sweep")
     p.add_argument("--profiles", default=None, help="use these profiles for the sweep (skip part 1)")
-    p.add_argument("--workers", type=int, default=max(1, min(8, (os.cpu_count() or 2) - 2)),
-                   help="processes probing answers in parallel (each has its own CUDA context)")
+    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2),
+                   help="processes probing answers in parallel (each has its own CUDA context and a "
+                        "1/W share of 110 GiB of GPU memory per call, at least 8 GiB: 14 on the H200 host)")
     p.add_argument("--check-workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     p.add_argument("--check", default=None, metavar="DIR", help="CPU: finish the sweep checks of a device run")
     p.add_argument("--only-unchecked", action="store_true",
