@@ -106,10 +106,10 @@ def one(item: tuple[tuple[str, str, str], list[dict[str, Any]]]) -> dict[str, An
         return {**res, "outcome": "no_known_descriptor"}
     used = 0
     while len(alive) > 1 and used < len(recs) - 1:
-        alive = [c for c in alive if check_one(recs[used], c.to_dict(), None)["mismatches"] == 0]
+        alive = fitting(alive, recs[used])
         used += 1
     if len(alive) == 1 and used == 0:
-        alive = [c for c in alive if check_one(recs[0], c.to_dict(), None)["mismatches"] == 0]
+        alive = fitting(alive, recs[0])
         used = 1
     if len(alive) > 1:  # readings that are one function of every shape are one reading
         alive, res["one_function"] = one_per_function(alive, key)
@@ -119,7 +119,9 @@ def one(item: tuple[tuple[str, str, str], list[dict[str, Any]]]) -> dict[str, An
         alive = prefer_step(alive, key)
         res["stage_rule"] = len(alive) == 1
     if len(alive) != 1:
-        return {**res, "outcome": "none_fits" if not alive else "ambiguous", "selection": used}
+        # the readings left, for a device run on shapes where they part (step_candidates.py)
+        readings = [d.to_dict() for d in alive]
+        return {**res, "outcome": "none_fits" if not alive else "ambiguous", "selection": used, "readings": readings}
     desc = alive[0]
     held = recs[used:]
     per = [check_one(r, desc.to_dict(), None) for r in held]
@@ -133,6 +135,20 @@ def one(item: tuple[tuple[str, str, str], list[dict[str, Any]]]) -> dict[str, An
         "held_out_miss": bad,
         "comparisons": sum(p["comparisons"] for p in per),
     }
+
+
+def fitting(cands: list[Any], rec: dict[str, Any]) -> list[Any]:
+    """The candidates whose bits equal the recorded cuBLAS cells of ``rec`` on every draw; one
+    emulation per class of candidates that owe each other the same bits at its K
+    (fixbits.probe.recover.draw_classes)."""
+    from fixbits.probe.recover import draw_classes
+    from fixbits.probe.sweep import check_one
+
+    keep: list[int] = []
+    for members in draw_classes(cands, rec["k"]):
+        if check_one(rec, cands[members[0]].to_dict(), None)["mismatches"] == 0:
+            keep += members
+    return [cands[j] for j in sorted(keep)]
 
 
 def one_per_function(readings: list[Any], key: str) -> tuple[list[Any], bool]:
