@@ -121,7 +121,9 @@ def one(item: tuple[tuple[str, str, str], list[dict[str, Any]]]) -> dict[str, An
     if len(alive) != 1:
         # the readings left, for a device run on shapes where they part (step_candidates.py)
         readings = [d.to_dict() for d in alive]
-        return {**res, "outcome": "none_fits" if not alive else "ambiguous", "selection": used, "readings": readings}
+        shapes = [[r["m"], r["n"], r["k"]] for r in recs]
+        return {**res, "outcome": "none_fits" if not alive else "ambiguous", "selection": used, "readings": readings,
+                "recorded": shapes}  # fmt: skip
     desc = alive[0]
     held = recs[used:]
     per = [check_one(r, desc.to_dict(), None) for r in held]
