@@ -248,3 +248,28 @@ def test_gemm_bench_pairs_say_which_shapes_cublas_cannot_run() -> None:
     assert "K % 16" in fp8.skip_reason(16, 4096, 4100) and "N % 4" in fp8.skip_reason(16, 4098, 4096)
     assert all(bench.Pair(*p.split(":")).skip_reason(3, 5, 7) == "" for p in bench.PAIRS if "fp8" not in p)
     assert bench.Pair() == bench.Pair("fp16", "fp16") and "fp8_e4m3:fp32" in bench.PAIRS
+
+
+def test_replay_draws_plant_spikes_only_when_asked() -> None:
+    """matmul_check.draw_operands: without spikes the ordinary/wide alternation of every earlier
+    run (so recorded replays redraw the same bytes); with them every third draw is a spike draw,
+    planted as fixbits.probe.spikes plants it (the pairs cancel: B's rows repeat)."""
+    import numpy as np
+
+    from fixbits.kernels.backend import to_numpy
+    from fixbits.probe import spikes
+    from fixbits.probe.hashdraw import operand
+
+    mc = _runner("matmul_check")
+    m, n, k, seed = 3, 4, 200, 11
+    for d in range(4):
+        a, b = (to_numpy(x, "fp16") for x in mc.draw_operands(m, n, k, "fp16", seed, d, device="cpu"))
+        kind = "ordinary" if d % 2 == 0 else "wide"
+        s = seed * 64 + 2 * d
+        want_a = to_numpy(operand((m, k), "fp16", kind, s, "cpu"), "fp16")
+        assert np.array_equal(a.view(np.uint16), want_a.view(np.uint16)), f"seed {seed} draw {d}"
+        assert b.shape == (k, n)
+    a, b = (to_numpy(x, "fp16") for x in mc.draw_operands(m, n, k, "fp16", seed, 2, device="cpu", spikes=True))
+    pairs = spikes.positions(k, seed * 64 + 4)
+    assert pairs and all(a[0, k1] == -a[0, k2] != 0 for k1, k2 in pairs)
+    assert all(np.array_equal(b[k1].view(np.uint16), b[k2].view(np.uint16)) for k1, k2 in pairs)

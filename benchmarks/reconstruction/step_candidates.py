@@ -3,7 +3,12 @@
 
     .venv/bin/python benchmarks/reconstruction/step_candidates.py FINDINGS.yaml OUT.csv [--per-key 3]
 
-FINDINGS is stage_rule.py's --out: per disagreeing entry, its step and the implied one. For each,
+    .venv/bin/python benchmarks/reconstruction/step_candidates.py --ambiguous RESULTS.jsonl OUT.csv
+
+FINDINGS is stage_rule.py's --out: per disagreeing entry, its step and the implied one. With
+--ambiguous, RESULTS is predict_offline.py's output: every answer it left ambiguous, with the
+readings its recorded shapes could not part, gets shapes where all of them part (K moved as
+below), for fit_replay.py --readings to settle after the device replay. For each,
 K is moved around the entry's recorded shapes (M and N kept, so the heuristic is likely to give
 the same answer) to the nearest values where the two readings' trees differ; both readings are emulated on one ordinary and one wide draw, and the shapes
 where most output elements differ are written as matmul_check-style rows (pair, m, n, k, answer,
@@ -51,7 +56,12 @@ def main() -> int:
     )
     ap.add_argument("--max-mnk", type=float, default=1.5e8, help="largest M*N*K screened (emulation cost)")
     ap.add_argument("--bases", type=int, default=2, help="recorded shapes per entry, cheapest first")
+    ap.add_argument("--ambiguous", action="store_true", help="FINDINGS is predict_offline.py's results")
     args = ap.parse_args()
+    if args.ambiguous:
+        rows = ambiguous_rows(args)
+        write_rows(rows, args.out)
+        return 0
     rows = []
     for f in yaml.safe_load(args.findings.read_text()):
         if "implied" not in f:
@@ -106,12 +116,73 @@ def main() -> int:
                     "share_differing": round(share, 4),
                 }
             )
-    with args.out.open("w", newline="") as fh:
+    write_rows(rows, args.out)
+    return 0
+
+
+def write_rows(rows: list[dict[str, Any]], out: Path) -> None:
+    with out.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["pair"])
         w.writeheader()
         w.writerows(rows)
-    print(f"{len(rows)} shapes written to {args.out}")
-    return 0
+    print(f"{len(rows)} shapes written to {out}")
+
+
+def ambiguous_rows(args: Any) -> list[dict[str, Any]]:
+    """Rows for the answers predict_offline left ambiguous: near each recorded shape (cheapest
+    first, M and N kept), the nearest K where the readings fall in as many classes as there are
+    readings (fixbits.probe.recover.draw_classes), kept when the replay's own first draws (one
+    ordinary, one wide, and for a narrow output a spike draw: matmul_replay.py --spike-draws)
+    give every two readings distinct bits."""
+    import json
+
+    from matmul_check import case_seed, draw_operands
+
+    from fixbits.desc import GEMMDesc
+    from fixbits.emulate import emulate
+    from fixbits.kernels.backend import to_numpy
+    from fixbits.numerics.formats import bits
+    from fixbits.probe.recover import draw_classes
+    from fixbits.probe.spikes import hides_ulps
+
+    rows: list[dict[str, Any]] = []
+    for line in args.findings.read_text().splitlines():
+        r = json.loads(line)
+        readings = [GEMMDesc.from_dict(d) for d in r.get("readings", [])]
+        if r.get("outcome") != "ambiguous" or len(readings) < 2 or not r.get("recorded"):
+            continue
+        dt, od = r["dtype"], r["out_dtype"]
+        spiked = hides_ulps(od)  # narrow outputs: the replay's third draw is a spike draw (--spike-draws)
+        draws = (0, 1, 2) if spiked else (0, 1)
+        bases = sorted(
+            (tuple(s) for s in r["recorded"] if s[0] * s[1] <= args.max_out and s[0] * s[1] * s[2] <= args.max_mnk),
+            key=lambda s: s[0] * s[1] * s[2],
+        )
+        found: list[tuple[float, tuple[int, int, int]]] = []
+        for m, n, k in bases[: args.bases]:
+            parts = [kk for d in range(0, 257) for kk in dict.fromkeys((k + d, k - d))
+                     if kk > 0 and len(draw_classes(readings, kk)) == len(readings)][:2]  # fmt: skip
+            for kk in parts:
+                worst = 1.0
+                outs = []
+                for d in draws:
+                    a, b = (to_numpy(x, dt) for x in draw_operands(m, n, kk, dt, 0, d, device="cpu", spikes=spiked))
+                    outs.append([bits(emulate(x.at_k(kk), a, b)) for x in readings])
+                for i in range(len(readings)):
+                    for j in range(i):
+                        diff = sum(int((o[i] != o[j]).sum()) for o in outs)
+                        worst = min(worst, diff / (len(draws) * m * n))
+                print(f"{r['key']} {dt}->{od} {m}x{n}x{kk}: {len(readings)} readings, closest pair parts on "
+                      f"{worst:.1%} of the cells", flush=True)  # fmt: skip
+                if worst > 0:
+                    found.append((worst, (m, n, kk)))
+        found.sort(reverse=True)
+        for share, (m, n, k) in found[: args.per_key]:
+            pair = f"{dt}->{od}"
+            rows.append({"pair": pair, "set": "ambiguous", "m": m, "n": n, "k": k, "answer": r["key"],
+                         "seed": case_seed(pair, m, n, k), "outcome": "mismatch", "desc_hash": "",
+                         "share_differing": round(share, 4)})  # fmt: skip
+    return rows
 
 
 if __name__ == "__main__":

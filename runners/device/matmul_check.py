@@ -249,16 +249,21 @@ def row_tag(row: dict[str, Any]) -> str:
 
 
 def draw_operands(
-    m: int, n: int, k: int, dtype: str, seed: int, d: int, device: str = "cuda"
+    m: int, n: int, k: int, dtype: str, seed: int, d: int, device: str = "cuda", *, spikes: bool = False
 ) -> tuple[Any, Any]:
     """Draw ``d`` of a shape: ordinary and wide exponents alternating, hash seeds seed*64 + 2d and
     + 1 (one rule for the comparison, the profiler's redo of draw 0 and the host's redraw of a
-    replay: fixbits.probe.hashdraw gives the same bits on any device)."""
+    replay: fixbits.probe.hashdraw gives the same bits on any device). ``spikes``: every third
+    draw is a spike draw instead (fixbits.probe.spikes: what parts readings of a narrow output)."""
+    from fixbits.probe import spikes as spike_draws
     from fixbits.probe.hashdraw import operand
 
-    kind = "ordinary" if d % 2 == 0 else "wide"
+    kinds = ("ordinary", "wide", spike_draws.KIND) if spikes else ("ordinary", "wide")
+    kind = kinds[d % len(kinds)]
+    base = spike_draws.base_kind(kind)
     s = seed * 64 + 2 * d
-    return operand((m, k), dtype, kind, s, device), operand((k, n), dtype, kind, s + 1, device)
+    a, b = operand((m, k), dtype, base, s, device), operand((k, n), dtype, base, s + 1, device)
+    return spike_draws.finish(kind, a, b, s, dtype)
 
 
 def compare(row: dict[str, Any], draws: int, pending: dict[PendingKey, Redo]) -> None:

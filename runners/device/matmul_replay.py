@@ -41,18 +41,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="keep cuBLAS's and fixbits.matmul's outputs only (the host emulates later: fit_replay.py)",
     )
+    p.add_argument(
+        "--spike-draws",
+        action="store_true",
+        help="narrow outputs: every third draw a spike draw (what parts readings of fp16/bf16 outputs)",
+    )
+    p.add_argument(
+        "--cublas-only",
+        action="store_true",
+        help="keep cuBLAS's outputs only: rows whose answer is not in the profile (step_candidates.py "
+        "--ambiguous; fit_replay.py --readings settles them on the host)",
+    )
     return p.parse_args(argv)
 
 
-def replay_row(row: dict[str, Any], draws: int, out: Path, emulate_here: bool = True) -> dict[str, Any]:
+def replay_row(
+    row: dict[str, Any], draws: int, out: Path, emulate_here: bool = True, cublas_only: bool = False,
+    spike_draws: bool = False,
+) -> dict[str, Any]:
     """cuBLAS, fixbits.matmul and the emulator on each draw of one row; counts of differing
-    elements per comparison, by raw bits."""
+    elements per comparison, by raw bits (``cublas_only``: cuBLAS's outputs alone)."""
     import torch
     from matmul_check import draw_operands, reference
 
     from fixbits.emulate import emulate
     from fixbits.kernels.backend import to_numpy
     from fixbits.kernels.matmul import arch_profile, lookup_desc, matmul
+    from fixbits.probe.spikes import hides_ulps
     from fixbits.testing import compare_bits
 
     pair = row["pair"]
@@ -61,18 +76,23 @@ def replay_row(row: dict[str, Any], draws: int, out: Path, emulate_here: bool = 
     lt, arch, profile = arch_profile(dt, od, torch.device("cuda"))
     heard = lt.heuristic(m, n, k, dt, od)  # asked again: the row's answer may be a guess (step_candidates)
     answer = heard.key_str()
-    desc = lookup_desc(profile, heard, m, n, k, dt, od, arch)
+    desc = None if cublas_only else lookup_desc(profile, heard, m, n, k, dt, od, arch)
     saved: dict[str, np.ndarray] = {}
-    counts: dict[str, list[int]] = {"cublas_vs_matmul": []}
-    if emulate_here:
+    counts: dict[str, list[int]] = {} if cublas_only else {"cublas_vs_matmul": []}
+    if emulate_here and not cublas_only:
         counts.update(emulator_vs_cublas=[], emulator_vs_matmul=[])
+    spiked = spike_draws and hides_ulps(od)
     for d in range(draws):
-        a, b = draw_operands(m, n, k, dt, seed, d)
-        ours = matmul(a, b, out_dtype=od)
+        a, b = draw_operands(m, n, k, dt, seed, d, spikes=spiked)
         ref = reference(a, b, dt, od)
-        ours_np, ref_np = to_numpy(ours.cpu(), od), to_numpy(ref.cpu(), od)
+        ref_np = to_numpy(ref.cpu(), od)
+        saved[f"cublas_{d}"] = ref_np
+        if cublas_only:
+            continue
+        ours = matmul(a, b, out_dtype=od)
+        ours_np = to_numpy(ours.cpu(), od)
         counts["cublas_vs_matmul"].append(compare_bits(ours_np, ref_np).n_diff)
-        saved[f"cublas_{d}"], saved[f"matmul_{d}"] = ref_np, ours_np
+        saved[f"matmul_{d}"] = ours_np
         if emulate_here:
             emu = emulate(desc.replace(epilogue=()), to_numpy(a.cpu(), dt), to_numpy(b.cpu(), dt))
             counts["emulator_vs_cublas"].append(compare_bits(emu, ref_np).n_diff)
@@ -87,6 +107,7 @@ def replay_row(row: dict[str, Any], draws: int, out: Path, emulate_here: bool = 
         "desc_hash": row["desc_hash"],
         "seed": seed,
         "draws": draws,
+        "spike_draws": spiked,
         "ndiff": {key: [int(x) for x in v] for key, v in counts.items()},
     }
 
@@ -107,7 +128,7 @@ def read_replay(out: Path) -> list[tuple[dict[str, Any], list[tuple[np.ndarray, 
         z = np.load(out / f"{dt}_{od}_{m}x{n}x{k}.npz")
         draws = []
         for d in range(row["draws"]):
-            a, b = draw_operands(m, n, k, dt, row["seed"], d, device="cpu")
+            a, b = draw_operands(m, n, k, dt, row["seed"], d, device="cpu", spikes=row.get("spike_draws", False))
             draws.append((to_numpy(a, dt), to_numpy(b, dt), z[f"cublas_{d}"]))
         rows.append((row, draws))
     return rows
@@ -131,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         t = time.time()
         try:
-            res = replay_row(r, args.draws, out, emulate_here=not args.no_emulate)
+            res = replay_row(r, args.draws, out, emulate_here=not args.no_emulate, cublas_only=args.cublas_only,
+                             spike_draws=args.spike_draws)  # fmt: skip
         except Exception as exc:  # noqa: BLE001  (reported; the other rows go on)
             res = {
                 "pair": r["pair"],
