@@ -129,6 +129,24 @@ def _arg_view(x: Any, names: dict[int, str]) -> Any:
     return x
 
 
+def _reference_and_three_calls(
+    t: dict[str, Any], desc: GEMMDesc, cfg: str, kw: dict[str, Any]
+) -> tuple[tuple[str, tuple[int, int, int], int, tuple[Any, ...]], list[Any]]:
+    """(the one launch of the reference tile_matmul, the launches of three cached matmul calls)."""
+    from fixbits.kernels.matmul import matmul
+    from fixbits.kernels.single_pass import tile_matmul
+
+    ref = _launches(lambda: tile_matmul(t["a"], t["b"], desc, config=CONFIGS[cfg], **kw))
+
+    def thrice() -> None:
+        for _ in range(3):
+            matmul(t["a"], t["b"], desc=desc, config=CONFIGS[cfg], **kw)
+
+    got = _launches(thrice)
+    assert len(ref) == 1 and len(got) == 3
+    return ref[0], got
+
+
 CONFIGS = {
     "plain": KernelConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3),
     "swap": KernelConfig(
@@ -185,8 +203,6 @@ def test_direct_launch_passes_what_kernel_grid_passes(cfg: str, ep: str, b_t: bo
     """The cached path's first call goes through kernel[grid]; its later calls launch the kept
     CompiledKernel directly. Both must equal the reference kernel[grid] launch: hash, grid,
     stream and every argument (pointers of the same tensors, the same ints and constexprs)."""
-    from fixbits.kernels.matmul import matmul
-    from fixbits.kernels.single_pass import tile_matmul
 
     t = _tensors(m=16 if cfg == "swap" else M, b_t=b_t)
     desc = TC.replace(epilogue=EPILOGUES[ep])
@@ -198,15 +214,8 @@ def test_direct_launch_passes_what_kernel_grid_passes(cfg: str, ep: str, b_t: bo
     # only what the epilogue reads (the reference passes a given but unread bias in its slot)
     kw = {k: v for k, v in given.items() if k in ep.replace("silu_gate", "gate")}
     names = {v.data_ptr(): k for k, v in (("a", t["a"]), ("b", t["b"]), *kw.items())}
-    ref = _launches(lambda: tile_matmul(t["a"], t["b"], desc, config=CONFIGS[cfg], **kw))
-
-    def thrice() -> None:
-        for _ in range(3):
-            matmul(t["a"], t["b"], desc=desc, config=CONFIGS[cfg], **kw)
-
-    got = _launches(thrice)
-    assert len(ref) == 1 and len(got) == 3
-    want = (ref[0][0], ref[0][1], ref[0][2], [_arg_view(x, names) for x in ref[0][3]])
+    ref, got = _reference_and_three_calls(t, desc, cfg, kw)
+    want = (ref[0], ref[1], ref[2], [_arg_view(x, names) for x in ref[3]])
     for launch in got:
         assert (launch[0], launch[1], launch[2], [_arg_view(x, names) for x in launch[3]]) == want
 
@@ -219,23 +228,13 @@ def test_direct_launch_hands_the_launcher_addresses(monkeypatch: pytest.MonkeyPa
     reference passes a tensor, that tensor's address (a fresh output: some address), and
     everything else unchanged."""
     import fixbits.kernels.launch as launch
-    from fixbits.kernels.matmul import matmul
-    from fixbits.kernels.single_pass import tile_matmul
 
     monkeypatch.setattr(launch, "ADDRESS_ANY_DEVICE", True)
     t = _tensors(m=16 if cfg == "swap" else M)
     desc = TC.replace(epilogue=EPILOGUES["silu_gate+residual"])
     kw = {"residual": t["residual"][: t["a"].shape[0]], "gate": t["gate"][: t["a"].shape[0]]}
     names = {v.data_ptr(): k for k, v in (("a", t["a"]), ("b", t["b"]), *kw.items())}
-    ref = _launches(lambda: tile_matmul(t["a"], t["b"], desc, config=CONFIGS[cfg], **kw))
-
-    def thrice() -> None:
-        for _ in range(3):
-            matmul(t["a"], t["b"], desc=desc, config=CONFIGS[cfg], **kw)
-
-    got = _launches(thrice)
-    assert len(ref) == 1 and len(got) == 3
-    (want,) = ref
+    want, got = _reference_and_three_calls(t, desc, cfg, kw)
     for launch_ in got[1:]:
         assert launch_[:3] == want[:3] and len(launch_[3]) == len(want[3])
         for x, w in zip(launch_[3], want[3], strict=True):

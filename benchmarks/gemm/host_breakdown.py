@@ -43,23 +43,15 @@ def main() -> int:
     args = ap.parse_args()
 
     import torch
-    from host_us import per_call_us
+    from host_us import per_call_us, route_configs
 
     from fixbits.desc import GEMMDesc
-    from fixbits.kernels._host import KernelConfig
 
     def drained(fn: Any) -> float:
         return per_call_us(fn, args.reps, drain=torch.cuda.synchronize)
 
     desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16")
-    configs = {
-        "plain": KernelConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3),
-        "tma": KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, USE_TMA=1),
-        "tma persistent": KernelConfig(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3,
-                                       USE_TMA=1, PERSISTENT=1),
-        "tma store": KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4,
-                                  USE_TMA=1, TMA_STORE=1),
-    }  # fmt: skip
+    configs = route_configs("plain", "tma", "tma persistent", "tma store")
     g = torch.Generator(device="cuda").manual_seed(5)
     a = torch.randn((1024, 2048), generator=g, device="cuda").half()
     b = torch.randn((2048, 1536), generator=g, device="cuda").half()

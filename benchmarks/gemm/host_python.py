@@ -47,31 +47,24 @@ def main() -> int:
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO / "benchmarks" / "gemm"))
     sys.path.insert(0, args.fixbits_root)
 
     import torch
     from _kernels_aot import RawSm90Driver
+    from host_us import route_configs
 
     import fixbits
     import fixbits.kernels.launch as launch
     import fixbits.kernels.matmul as mm
     import fixbits.kernels.single_pass as sp
     from fixbits.desc import EpilogueOp, GEMMDesc
-    from fixbits.kernels._host import KernelConfig
 
     launch.ADDRESS_ANY_DEVICE = True  # the CPU tensors stand in for CUDA ones
     sp.tma_descriptors = functools.partial(sp.tma_descriptors, require_cuda=False)
     sp.num_sms = lambda device: 132
     desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16")
-    configs = {
-        "plain": KernelConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3),
-        "swap": KernelConfig(BLOCK_M=128, BLOCK_N=16, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4, SWAP_AB=1),
-        "tma": KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, USE_TMA=1),
-        "tma persistent": KernelConfig(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3,
-                                       USE_TMA=1, PERSISTENT=1),
-        "tma store": KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4,
-                                  USE_TMA=1, TMA_STORE=1),
-    }  # fmt: skip
+    configs = route_configs("plain", "swap", "tma", "tma persistent", "tma store")
     g = torch.Generator().manual_seed(5)
     m, n, k = 256, 512, 1024
     a = torch.randn((m, k), generator=g).half()

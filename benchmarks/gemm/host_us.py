@@ -31,6 +31,22 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 
+def route_configs(*names: str) -> dict:
+    """The host-path benchmarks' routes (one config each) by name, in the order asked."""
+    from fixbits.kernels._host import KernelConfig
+
+    routes = {
+        "plain": KernelConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3),
+        "swap": KernelConfig(BLOCK_M=128, BLOCK_N=16, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4, SWAP_AB=1),
+        "tma": KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, USE_TMA=1),
+        "tma persistent": KernelConfig(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3,
+                                       USE_TMA=1, PERSISTENT=1),
+        "tma store": KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4,
+                                  USE_TMA=1, TMA_STORE=1),
+    }  # fmt: skip
+    return {n: routes[n] for n in names}
+
+
 def per_call_us(fn, reps: int, drain=None) -> float:
     """Median of 7 batches of ``reps`` calls; ``drain`` (e.g. torch.cuda.synchronize) runs
     between batches, outside the timing, so a GPU queue never fills across them."""
@@ -57,18 +73,12 @@ def gpu_rows(reps: int, out: str) -> int:
     import fixbits.kernels.launch as launch
     import fixbits.kernels.matmul as mm
     from fixbits.desc import GEMMDesc
-    from fixbits.kernels._host import KernelConfig
 
     def drained(fn):
         return per_call_us(fn, reps, drain=torch.cuda.synchronize)
 
     desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16")
-    configs = {
-        "plain": KernelConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3),
-        "tma": KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, USE_TMA=1),
-        "tma persistent": KernelConfig(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3,
-                                       USE_TMA=1, PERSISTENT=1),
-    }  # fmt: skip
+    configs = route_configs("plain", "tma", "tma persistent")
     g = torch.Generator(device="cuda").manual_seed(5)
     a = torch.randn((1024, 2048), generator=g, device="cuda").half()
     b = torch.randn((2048, 1536), generator=g, device="cuda").half()
@@ -110,18 +120,11 @@ def main() -> int:
     import fixbits.kernels.matmul as mm
     import fixbits.kernels.single_pass as sp
     from fixbits.desc import EpilogueOp, GEMMDesc
-    from fixbits.kernels._host import KernelConfig
 
     sp.tma_descriptors = functools.partial(sp.tma_descriptors, require_cuda=False)  # CPU tensors
     sp.num_sms = lambda device: 132
     desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16")
-    configs = {
-        "plain": KernelConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3),
-        "swap": KernelConfig(BLOCK_M=128, BLOCK_N=16, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4, SWAP_AB=1),
-        "tma": KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, USE_TMA=1),
-        "tma persistent": KernelConfig(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3,
-                                       USE_TMA=1, PERSISTENT=1),
-    }  # fmt: skip
+    configs = route_configs("plain", "swap", "tma", "tma persistent")
     g = torch.Generator().manual_seed(5)
     m, n, k = 256, 512, 1024
     a = torch.randn((m, k), generator=g).half()
