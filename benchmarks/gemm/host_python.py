@@ -18,7 +18,6 @@ before/after in one process environment. Medians of 7 batches, process time per 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import statistics
 import sys
@@ -50,27 +49,16 @@ def main() -> int:
     sys.path.insert(0, str(REPO / "benchmarks" / "gemm"))
     sys.path.insert(0, args.fixbits_root)
 
-    import torch
     from _kernels_aot import RawSm90Driver
-    from host_us import route_configs
+    from host_us import cpu_case, route_configs
 
     import fixbits
     import fixbits.kernels.launch as launch
     import fixbits.kernels.matmul as mm
-    import fixbits.kernels.single_pass as sp
-    from fixbits.desc import EpilogueOp, GEMMDesc
 
     launch.ADDRESS_ANY_DEVICE = True  # the CPU tensors stand in for CUDA ones
-    sp.tma_descriptors = functools.partial(sp.tma_descriptors, require_cuda=False)
-    sp.num_sms = lambda device: 132
-    desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16")
+    desc, a, b, res, eps = cpu_case()
     configs = route_configs("plain", "swap", "tma", "tma persistent", "tma store")
-    g = torch.Generator().manual_seed(5)
-    m, n, k = 256, 512, 1024
-    a = torch.randn((m, k), generator=g).half()
-    b = torch.randn((k, n), generator=g).half()
-    res = torch.randn((m, n), generator=g).half()
-    eps = {"none": (), "scale+residual": (EpilogueOp("scale", 0.5), EpilogueOp("residual"))}
     raw_calls = [0]
     orig = launch.RawRun.launch
 

@@ -47,6 +47,25 @@ def route_configs(*names: str) -> dict:
     return {n: routes[n] for n in names}
 
 
+def cpu_case():
+    """(descriptor, A, B, residual, epilogues) of the CPU host-path timings, with fixbits' TMA
+    descriptors allowed on CPU tensors and the H200's SM count (the launch itself is stubbed)."""
+    import torch
+
+    import fixbits.kernels.single_pass as sp
+    from fixbits.desc import EpilogueOp, GEMMDesc
+
+    sp.tma_descriptors = functools.partial(sp.tma_descriptors, require_cuda=False)  # CPU tensors
+    sp.num_sms = lambda device: 132
+    desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16")
+    g = torch.Generator().manual_seed(5)
+    m, n, k = 256, 512, 1024
+    a = torch.randn((m, k), generator=g).half()
+    b = torch.randn((k, n), generator=g).half()
+    res = torch.randn((m, n), generator=g).half()
+    return desc, a, b, res, {"none": (), "scale+residual": (EpilogueOp("scale", 0.5), EpilogueOp("residual"))}
+
+
 def per_call_us(fn, reps: int, drain=None) -> float:
     """Median of 7 batches of ``reps`` calls; ``drain`` (e.g. torch.cuda.synchronize) runs
     between batches, outside the timing, so a GPU queue never fills across them."""
@@ -119,18 +138,10 @@ def main() -> int:
     import fixbits.kernels.launch as launch
     import fixbits.kernels.matmul as mm
     import fixbits.kernels.single_pass as sp
-    from fixbits.desc import EpilogueOp, GEMMDesc
 
-    sp.tma_descriptors = functools.partial(sp.tma_descriptors, require_cuda=False)  # CPU tensors
-    sp.num_sms = lambda device: 132
-    desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16")
+    desc, a, b, res, eps = cpu_case()
+    (m, k), n = a.shape, b.shape[1]
     configs = route_configs("plain", "swap", "tma", "tma persistent")
-    g = torch.Generator().manual_seed(5)
-    m, n, k = 256, 512, 1024
-    a = torch.randn((m, k), generator=g).half()
-    b = torch.randn((k, n), generator=g).half()
-    res = torch.randn((m, n), generator=g).half()
-    eps = {"none": (), "scale+residual": (EpilogueOp("scale", 0.5), EpilogueOp("residual"))}
     print(
         f"{'route':16s} {'epilogue':15s} {'direct':>8s} {'kernel[grid]':>13s}  (us per call, launch stubbed)"
     )
