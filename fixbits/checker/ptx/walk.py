@@ -300,6 +300,13 @@ class PTXWalk(Walk):
         v = self.spec.get(name)
         return Poly.sym(self.params[name]) if v is None else Poly.const(v)
 
+    def _warp_is_block(self, op: str, args: list[str]) -> bool:
+        """``bar.warp.sync`` over the full lane mask in a block of exactly one warp: every thread
+        of the block takes part, and the PTX memory model orders the memory accesses of the
+        threads that take part in it, so it is a block barrier there. (In a larger block it
+        orders one warp only and stays a plain instruction.)"""
+        return op == "bar.warp.sync" and self.ntid == (32, 1, 1) and args in (["-1"], ["0xffffffff"], ["0xFFFFFFFF"])
+
     def block_bits(self) -> int | None:
         nt = self.ntid
         if nt is None or nt[1] != 1 or nt[2] != 1 or nt[0] < 1 or nt[0] & (nt[0] - 1):
@@ -506,8 +513,9 @@ class PTXWalk(Walk):
         harmless = self._harmless[i]
         if harmless is not None:
             if harmless == "barrier":
-                block = (
-                    ins.op in _BLOCK_BARRIERS and ins.pred is None and [a.strip() for a in ins.args] == ["0"]
+                args = [a.strip() for a in ins.args]
+                block = ins.pred is None and (
+                    (ins.op in _BLOCK_BARRIERS and args == ["0"]) or self._warp_is_block(ins.op, args)
                 )
                 self.barrier(block and not self.pc)
             elif harmless == "wait":
