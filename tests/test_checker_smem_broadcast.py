@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from fixbits.checker.api import signature
-from tests.test_checker_helpers import ptx_entry
+from test_checker_helpers import ptx_entry
 
 pytestmark = pytest.mark.unit
 
