@@ -12,9 +12,9 @@ With one warp the barrier is ``bar.warp.sync -1``. Negatives: lanes that write d
 from __future__ import annotations
 
 import pytest
+from test_checker_helpers import ptx_entry
 
 from fixbits.checker.api import signature
-from test_checker_helpers import ptx_entry
 
 pytestmark = pytest.mark.unit
 
@@ -25,7 +25,10 @@ def _allreduce(src: int, dst0: int, offsets: tuple[int, ...]) -> tuple[list[str]
     """A butterfly over ``offsets`` from %r<src>; registers from %r<dst0> on; (lines, result)."""
     out, cur, reg = [], src, dst0
     for off in offsets:
-        out += [f"\tshfl.sync.bfly.b32 %r{reg}, %r{cur}, {off}, 31, -1;", f"\tadd.f32 %r{reg + 1}, %r{cur}, %r{reg};"]
+        out += [
+            f"\tshfl.sync.bfly.b32 %r{reg}, %r{cur}, {off}, 31, -1;",
+            f"\tadd.f32 %r{reg + 1}, %r{cur}, %r{reg};",
+        ]
         cur, reg = reg + 1, reg + 2
     return out, cur
 
@@ -56,11 +59,16 @@ def one_row() -> str:
 
 
 def two_rows(
-    *, barrier: str = "\tbar.warp.sync -1;", offsets: tuple[int, ...] = FULL, threads: int = 32
+    *,
+    barrier: str = "\tbar.warp.sync -1;",
+    offsets: tuple[int, ...] = FULL,
+    threads: int = 32,
+    writer: str = "",
 ) -> str:
     """One warp sums rows 2c and 2c + 1; every thread stores both totals to the window
     (``st.shared.v2``), then ``barrier``, then thread t reads word t & 1 and threads 0, 1 store
-    y[2c + t]."""
+    y[2c + t]. ``writer``: a predicate register set up before the store, only those lanes store
+    ("lane0": thread 0; "data": lanes whose first element is positive)."""
     lines = [
         ptx_entry(["ptr", "ptr"], threads),
         "\tmov.u32 %r2, %tid.x;",
@@ -78,7 +86,8 @@ def two_rows(
     lines += b0 + b1
     lines += [
         "\tmov.b32 %r60, global_smem;",
-        f"\tst.shared.v2.b32 [global_smem], {{%r{t0}, %r{t1}}};",
+        *_writer_pred(writer),
+        f"\t{'@%p3 ' if writer else ''}st.shared.v2.b32 [global_smem], {{%r{t0}, %r{t1}}};",
         barrier,
         "\tand.b32 %r61, %r2, 1;",
         "\tshl.b32 %r62, %r61, 2;",
@@ -95,7 +104,17 @@ def two_rows(
     ]
     text = "\n".join(lines) + "\n"
     # the window's declaration goes before the entry
-    return text.replace(".visible .entry k(", ".extern .shared .align 16 .b8 global_smem[];\n.visible .entry k(", 1)
+    return text.replace(
+        ".visible .entry k(", ".extern .shared .align 16 .b8 global_smem[];\n.visible .entry k(", 1
+    )
+
+
+def _writer_pred(writer: str) -> list[str]:
+    if writer == "lane0":
+        return ["\tsetp.eq.s32 %p3, %r2, 0;"]
+    if writer == "data":
+        return ["\tsetp.gt.f32 %p3, %r10, 0f00000000;"]
+    return []
 
 
 def digest(text: str) -> str:
@@ -121,7 +140,9 @@ def test_lanes_that_write_different_trees_stay_apart() -> None:
 def test_a_read_not_ordered_after_every_store_stays_apart(barrier: str) -> None:
     text = two_rows(barrier=barrier)
     if "%p2" in barrier:
-        text = text.replace("\tmov.b32 %r60, global_smem;", "\tsetp.eq.s32 %p2, %r2, 0;\n\tmov.b32 %r60, global_smem;")
+        text = text.replace(
+            "\tmov.b32 %r60, global_smem;", "\tsetp.eq.s32 %p2, %r2, 0;\n\tmov.b32 %r60, global_smem;"
+        )
     assert digest(text) != digest(one_row())
     assert digest(text) != digest(two_rows())
 
@@ -130,3 +151,15 @@ def test_warp_sync_is_no_block_barrier_in_a_block_of_two_warps() -> None:
     # the same code in a 64-thread block: bar.warp.sync orders one warp only, and the second
     # warp's lanes write the same slots
     assert digest(two_rows(threads=64)) != digest(two_rows(threads=64, barrier="\tbar.sync 0;"))
+
+
+def test_one_lane_writing_the_slot_is_read_as_that_lane_value() -> None:
+    # only thread 0 stores: its total is what every thread reads, a partial is not
+    assert digest(two_rows(writer="lane0")) == digest(one_row())
+    assert digest(two_rows(writer="lane0", offsets=(16, 8, 4, 2))) != digest(one_row())
+
+
+def test_writers_picked_by_data_stay_apart() -> None:
+    # which lanes store is not decided per thread: the read keeps its history
+    assert digest(two_rows(writer="data")) != digest(one_row())
+    assert digest(two_rows(writer="data")) != digest(two_rows())

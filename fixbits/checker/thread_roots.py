@@ -308,8 +308,10 @@ class ThreadEval:
         bytes hold that tree (a butterfly all-reduce's total, a value read back from one slot).
         At most 2^_SAME_BITS distinct evaluations are tried."""
         if len(used) > _SAME_BITS:
-            return False
+            return False  # (also when one writer is left: resolving such reads costs more than it merged)
         mask = sum(1 << i for i in used)
+        if all(w & mask == writers[0] & mask for w in writers):
+            return True  # (at() reads only these bits: one evaluation stands for all)
         first: bytes | None = None
         seen: set[int] = set()
         for w in writers:
