@@ -312,3 +312,41 @@ def test_select_arm_proven_through_a_shuffle_at_the_source_lanes():
     # a predicated shuffle (lanes that do not run keep their register): not passed through
     p = "@%p0 "
     assert sig(shuffled_select_root(2, 32, p), at(96)) != sig(shuffled_select_root(4, 32, p), at(96))
+
+
+@pytest.mark.parametrize("warps", [1, 2])
+def test_real_triton_row_sum_rows_per_block_merge_at_their_own_grids(tmp_path, monkeypatch, warps):  # type: ignore[no-untyped-def]
+    """Triton's sm_90 row sum at N = 1000 with BLOCK_M = 1 and 4 rows per program, BLOCK_N = 1024
+    and 2048, each signed for the launch it runs with (grid cdiv(M, BLOCK_M)): one class. Four
+    rows hand their totals out through ``st.shared.v4`` + ``ldmatrix`` (the pads' canon marker is
+    lifted through that read, PTXWalk._lift_ldmatrix), and the grid's numbers are not part of the
+    digest. A grid one block too large (the row mask is then undecided in the last block) and
+    another N stay apart."""
+    pytest.importorskip("triton")
+    from test_checker_helpers import corpus_family_inputs
+
+    from fixbits.checker.compile import capture_launches, gpu_target
+    from fixbits.checker.launch import corpus_launch
+    from fixbits.checker.soundness import Case
+    from fixbits.corpus.common import Config
+
+    fam, mod, shape, inputs = corpus_family_inputs("row_sum", "fp32", monkeypatch, tmp_path)
+    digests = []
+    last = None
+    for block_m in (1, 4):
+        for n_mult in (1, 2):
+            case = Case(fam.name, "fp32", False, (("BLOCK_M", block_m), ("N_MULT", n_mult)), warps, 1)
+            with capture_launches(gpu_target("sm_90")) as got:
+                mod.launch(inputs, shape, Config(case.blocks, warps, 1), False)
+            (c,) = got
+            launch = corpus_launch(fam.module, shape, case.label())
+            assert launch is not None and launch.grid is not None
+            digests.append(signature(c.asm, "ptx", launch=launch).digest)
+            last = (c.asm, launch)
+    assert len(set(digests)) == 1, digests
+    assert last is not None
+    asm, launch = last
+    over = LaunchShape.of(dict(launch.ints), (launch.grid[0] + 1,))
+    assert signature(asm, "ptx", launch=over).digest != digests[0]
+    other_n = LaunchShape.of({**dict(launch.ints), 3: 999}, launch.grid)
+    assert signature(asm, "ptx", launch=other_n).digest != digests[0]

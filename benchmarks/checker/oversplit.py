@@ -1,6 +1,6 @@
 """Over-split of the current checker against the GPU's true classes, on CPU only.
 
-    python benchmarks/checker/oversplit.py --store .aot/store [--ptx-dir DIR] \
+    python benchmarks/checker/oversplit.py --store .aot/store [--ptx-dir DIR [--launch]] \
         [--h200 benchmarks/checker/h200/checker_soundness.json] [--cases CASES.jsonl]
 
 The checker side comes from the AOT store (runners/device/checker_soundness.py --build-aot): each
@@ -47,10 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--h200", default=str(ROOT / "benchmarks/checker/h200/checker_soundness.json"))
     ap.add_argument("--cases", default="")
     ap.add_argument("--out", default="")
+    ap.add_argument(
+        "--launch",
+        action="store_true",
+        help="with --ptx-dir: sign each config specialised to its launch (modules with launch_ints)",
+    )
     args = ap.parse_args(argv)
 
     from fixbits.checker.api import signature
-    from fixbits.checker.soundness import partition
+    from fixbits.checker.launch import corpus_launch
+    from fixbits.checker.soundness import load_families, partition
 
     store = Path(args.store)
     kern = {}
@@ -63,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             if k["ptx_sha"] not in resigned:
                 s = signature((Path(args.ptx_dir) / f"{k['ptx_sha']}.ptx").read_text(), "ptx")
                 resigned[k["ptx_sha"]] = s.digest if s.deterministic else None
+    fams = {f.name: f for f in load_families()} if args.launch else {}
+    spec_sig: dict[str, str | None] = {}  # (file, launch) -> digest
     sig_of: dict[tuple[str, str, str], str] = {}
     text_of: dict[tuple[str, str, str], str] = {}
     for line in (store / "cases.jsonl").read_text().splitlines():
@@ -70,9 +78,19 @@ def main(argv: list[str] | None = None) -> int:
         if "error" in r or not r.get("keys"):
             continue
         parts = []
+        spec = None
+        if args.launch and args.ptx_dir and r["kernel"] in fams:
+            f = fams[r["kernel"]]
+            spec = corpus_launch(f.module, dict(f.shape), r["label"])
         for key in r["keys"]:
             k = kern[key]
             d = resigned.get(k["ptx_sha"], k["digest"]) if args.ptx_dir else k["digest"]
+            if spec is not None:
+                ck = f"{k['ptx_sha']}|{spec.key()}"
+                if ck not in spec_sig:
+                    s = signature((Path(args.ptx_dir) / f"{k['ptx_sha']}.ptx").read_text(), "ptx", launch=spec)
+                    spec_sig[ck] = s.digest if s.deterministic else None
+                d = spec_sig[ck]
             parts.append(d if d is not None else f"nondet:{r['id']}")
         text_of[(r["kernel"], r["dtype"], r["label"])] = "|".join(kern[k]["ptx_sha"] for k in r["keys"])
         sig_of[(r["kernel"], r["dtype"], r["label"])] = hashlib.sha256("|".join(parts).encode()).hexdigest()[

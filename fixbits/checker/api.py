@@ -75,8 +75,13 @@ def ptx_signature(text: str, launch: LaunchShape | None = None) -> KernelSignatu
         except Exception as e:  # noqa: BLE001 - a walk that breaks falls back to text, never to "equal"
             sig = text_fallback("ptx", entry.name, text, f"walk failed: {type(e).__name__}: {e}")
         if launch is not None:
-            # the specialisation joins the digest: certified only for this launch
-            tag = f"launch:{sorted(spec.items())!r};grid={launch.grid!r}"
+            # the specialisation joins the digest: certified only for these parameter values.
+            # The grid's own numbers stay out: each config of one problem runs at its own grid
+            # (cdiv(M, BLOCK_M)), and what the walk concluded from it is in the trees already
+            # (a mask proven true at every block of the grid is a plain load; one it cannot
+            # decide stays a mask). Which outputs the grid covers is a host fact, as it is
+            # without a launch, where the grid never enters the signature.
+            tag = f"launch:{sorted(spec.items())!r};grid={'given' if launch.grid is not None else None}"
             sig = replace(
                 sig, digest=hashlib.blake2b((sig.digest + "|" + tag).encode(), digest_size=16).hexdigest()
             )

@@ -4,7 +4,9 @@ Kernels built for different tile widths are different functions of a runtime ext
 1024 and 2048 agree for N = 1000, not for N = 1500). They can only be certified equal for one
 launch: a ``LaunchShape`` names the integer scalar parameters' values (and optionally the grid),
 the walk takes them as constants, and the signature's digest carries the specialisation, so a
-specialised signature never equals an unspecialised one or one specialised to other values.
+specialised signature never equals an unspecialised one or one specialised to other values. The
+grid's numbers are not in the digest (whether one was given is): configs of one problem run at
+grids of their own, and what the walk proved from a grid is in the trees it built.
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ Rules (anything else: the empty set, which only keeps a class apart):
   that precedes the read (so the bytes are not whatever was there) and every (store, writer)
   that may have made the last write of the slot (same or later barrier generation than the
   latest proven one; 4-byte aligned 4-byte accesses only, so a read takes one store's bytes
-  whole) stored a value whose set holds that writer.
+  whole) stored a value whose set holds that writer. ``ldmatrix .m8n8 .b16`` (not transposed)
+  over such a history is the same 4-byte read per lane, at the offset the walk proved for it.
 
 Like the rest of the checker these are statements about the walk's model of the kernel (its
 integer forms for addresses and predicates, ``forward.truth_all`` for store predicates).
@@ -129,11 +130,12 @@ class SignFacts:
                 if src >> (t ^ b) & 1:
                     out |= 1 << t
             return out
-        if k == "xwarp" and len(n.kids) == 2:
+        x = n.kids[0] if k == "ldmatrix" and len(n.kids) == 1 else n  # (a 4-byte read per lane)
+        if x.kind == "xwarp" and len(x.kids) == 2:
             facts = self.reads.get(n.digest)
             if facts is None or len(facts.cands) != self.size:
                 return 0
-            stores = n.kids[1].kids
+            stores = x.kids[1].kids
             vals: dict[int, int] = {}
             out = 0
             for t, cands in enumerate(facts.cands):

@@ -39,6 +39,7 @@ from fixbits.checker.node import Node, int_node
 from fixbits.checker.signs import is_bit_move
 
 _MAX_BITS = 10
+_SAME_BITS = 5  # _same_at evaluates a stored value at up to 2^this writers (one warp)
 _POINTWISE = frozenset({
     "add", "sub", "mul", "fma", "div", "sqrt", "rsqrt", "rcp", "ex2", "lg2", "max", "min", "neg",
     "abs", "fabs", "cvt", "canon", "masked", "load", "pack", "slice", "and", "or", "not", "true",
@@ -192,8 +193,9 @@ class ThreadEval:
         < B) hides every entry of a lower count (a barrier orders their writes before E's, and
         E's before the read): those are left out too. When E is then the only entry, of the
         read's size, at offset 0 for every writer that may store, with a value that depends on
-        no writer bit but the restriction's, the read is that value at those writers (every
-        thread that may write those bytes writes those bits).
+        no writer bit but the restriction's, or that is one and the same tree at each of those
+        writers (``_same_at``: a butterfly all-reduce's total that every lane writes, the one
+        writer a predicate leaves), the read is that value (whichever of them wrote last).
 
         Every write that may land on the bytes read after the last one that hides the rest is
         in hist', exactly, in program order with its barrier counts, so the read is a function
@@ -297,8 +299,33 @@ class ThreadEval:
         one = definite and nb == nbytes and all(offs[w] + c0 == 0 for w in cand)
         if one:
             used = self.bits_used(e.kids[1])
-            one = used is not None and used <= {i for i, _ in env}
+            one = used is not None and (used <= {i for i, _ in env} or self._same_at(e.kids[1], cand, used))
         return _Entry(e, ap - a, env, bar, definite, cand[0] if one else -1, key)
+
+    def _same_at(self, v: Node, writers: list[int], used: frozenset[int]) -> bool:
+        """True when ``v`` is one and the same tree at every writer (each the writer's own
+        value, at(); memoised on the bits ``v`` uses): then whichever of them wrote last, the
+        bytes hold that tree (a butterfly all-reduce's total, a value read back from one slot).
+        At most 2^_SAME_BITS distinct evaluations are tried."""
+        if len(used) > _SAME_BITS:
+            return False  # (also when one writer is left: resolving such reads costs more than it merged)
+        mask = sum(1 << i for i in used)
+        if all(w & mask == writers[0] & mask for w in writers):
+            return True  # (at() reads only these bits: one evaluation stands for all)
+        first: bytes | None = None
+        seen: set[int] = set()
+        for w in writers:
+            if w & mask in seen:
+                continue
+            seen.add(w & mask)
+            got = self.at(v, w)
+            if got is None:
+                return False
+            if first is None:
+                first = got.digest
+            elif got.digest != first:
+                return False
+        return True
 
     def _entry_node(self, en: _Entry) -> Node:
         """A kept store: (kind, bytes, epoch, barriers, block bits, restriction), over its

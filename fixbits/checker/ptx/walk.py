@@ -300,6 +300,13 @@ class PTXWalk(Walk):
         v = self.spec.get(name)
         return Poly.sym(self.params[name]) if v is None else Poly.const(v)
 
+    def _warp_is_block(self, op: str, args: list[str]) -> bool:
+        """``bar.warp.sync`` over the full lane mask in a block of exactly one warp: every thread
+        of the block takes part, and the PTX memory model orders the memory accesses of the
+        threads that take part in it, so it is a block barrier there. (In a larger block it
+        orders one warp only and stays a plain instruction.)"""
+        return op == "bar.warp.sync" and self.ntid == (32, 1, 1) and args in (["-1"], ["0xffffffff"], ["0xFFFFFFFF"])
+
     def block_bits(self) -> int | None:
         nt = self.ntid
         if nt is None or nt[1] != 1 or nt[2] != 1 or nt[0] < 1 or nt[0] & (nt[0] - 1):
@@ -352,7 +359,43 @@ class PTXWalk(Walk):
         self._note_read(x, facts)
         return Node("canon", (), (x,))
 
-    def _read_facts(self, addr: Node, nbytes: int) -> ReadFacts | None:
+    def _lift_ldmatrix(self, ins: Inst, parts: list[str], a: Poly, k: int, hist: Node) -> Node:
+        """Register k of a non-forwarded ``ldmatrix .m8n8 .b16`` (not transposed), specialised:
+        lane i of a warp takes the 4 bytes at the row address lane 8k + i/4 names, plus 4 (i mod
+        4) (as forward_ldmatrix): a 4-byte read per thread, so its sign facts are recorded and a
+        history of canon(v) stores is read as canon of the read over the bare v, as smem_load
+        does for ``ld.shared``."""
+        v = Node("ldmatrix", (ins.op, k), (hist,))
+        cnt = next((int(p[1:]) for p in parts if p in ("x1", "x2", "x4")), None)
+        nb = self._thread_bits()
+        if (
+            "trans" in parts
+            or "m8n8" not in parts
+            or "b16" not in parts
+            or cnt is None
+            or nb is None
+            or ins.pred is not None
+        ):
+            return v
+        rows = _word_offsets(a, nb)
+        if rows is None:
+            return v
+        roffs = [rows[(t & ~31) | (8 * k + ((t & 31) >> 2))] + 4 * (t & 3) for t in range(1 << nb)]
+        facts = self._read_facts(int_node(a), 4, roffs)
+        self._note_read(v, facts)
+        xh = hist.kids[1]
+        if facts is None or not facts.covered() or not xh.kids:
+            return v
+        if any(e.kind != "st" or e.attrs[:2] != ("st", 4) or e.kids[1].kind != "canon" for e in xh.kids):
+            return v
+        bare = Node(
+            "hist", (), tuple(Node("st", e.attrs, (e.kids[0], e.kids[1].kids[0], e.kids[2])) for e in xh.kids)
+        )
+        x = Node("ldmatrix", (ins.op, k), (Node("xwarp", hist.attrs, (hist.kids[0], bare)),))
+        self._note_read(x, facts)
+        return Node("canon", (), (x,))
+
+    def _read_facts(self, addr: Node, nbytes: int, roffs: list[int] | None = None) -> ReadFacts | None:
         """Per reader thread, the (store, writer) pairs that may have written its 4 bytes last
         (signs.ReadFacts), by enumerating the block's threads; None when out of scope: a read or
         store not 4 bytes at a 4-aligned offset of the one shared window that is a function of
@@ -370,7 +413,8 @@ class PTXWalk(Walk):
             or addr.poly is None
         ):
             return None
-        roffs = _word_offsets(addr.poly, nb)
+        if roffs is None:
+            roffs = _word_offsets(addr.poly, nb)  # (given: the offset each thread reads)
         if roffs is None:
             return None
         size = 1 << nb
@@ -506,8 +550,9 @@ class PTXWalk(Walk):
         harmless = self._harmless[i]
         if harmless is not None:
             if harmless == "barrier":
-                block = (
-                    ins.op in _BLOCK_BARRIERS and ins.pred is None and [a.strip() for a in ins.args] == ["0"]
+                args = [a.strip() for a in ins.args]
+                block = ins.pred is None and (
+                    (ins.op in _BLOCK_BARRIERS and args == ["0"]) or self._warp_is_block(ins.op, args)
                 )
                 self.barrier(block and not self.pc)
             elif harmless == "wait":
@@ -1169,7 +1214,13 @@ class PTXWalk(Walk):
             self.read_pred = None
             hist = Node("xwarp", (16, self.read_bars()), (int_node(a), self.smem_history()))
         for k, r in enumerate(regs):
-            self.write(ins, r, u if u is not None else Node("ldmatrix", (ins.op, k), (hist,)))  # type: ignore[arg-type]
+            if u is not None:
+                self.write(ins, r, u)
+            elif self.spec and a is not None:
+                assert hist is not None
+                self.write(ins, r, self._lift_ldmatrix(ins, parts, a, k, hist))
+            else:
+                self.write(ins, r, Node("ldmatrix", (ins.op, k), (hist,)))  # type: ignore[arg-type]
         return None
 
     def op_stmatrix(self, ins: Inst, parts: list[str]) -> bool | None:
