@@ -107,6 +107,16 @@ def _decode_op(op: str) -> tuple[list[str], str | None]:
     return got
 
 
+def _bare_canon(hist: Node) -> Node | None:
+    """A shared-memory history whose every entry is an aligned 4-byte store of ``canon(v)``, with
+    each stored value as the bare ``v``; None when any entry is not (the read stays as it is)."""
+    if not hist.kids or any(
+        e.kind != "st" or e.attrs[:2] != ("st", 4) or e.kids[1].kind != "canon" for e in hist.kids
+    ):
+        return None
+    return Node("hist", (), tuple(Node("st", e.attrs, (e.kids[0], e.kids[1].kids[0], e.kids[2])) for e in hist.kids))
+
+
 class PTXWalk(Walk):
     def __init__(self, entry: Entry, has_mma: bool):
         super().__init__()
@@ -345,16 +355,9 @@ class PTXWalk(Walk):
             return v
         facts = self._read_facts(addr, nbytes)
         self._note_read(v, facts)
-        hist = v.kids[1]
-        if facts is None or not facts.covered() or not hist.kids:
+        bare = _bare_canon(v.kids[1]) if facts is not None and facts.covered() else None
+        if bare is None:
             return v
-        if any(e.kind != "st" or e.attrs[:2] != ("st", 4) or e.kids[1].kind != "canon" for e in hist.kids):
-            return v
-        bare = Node(
-            "hist",
-            (),
-            tuple(Node("st", e.attrs, (e.kids[0], e.kids[1].kids[0], e.kids[2])) for e in hist.kids),
-        )
         x = Node("xwarp", v.attrs, (addr, bare))
         self._note_read(x, facts)
         return Node("canon", (), (x,))
@@ -383,14 +386,9 @@ class PTXWalk(Walk):
         roffs = [rows[(t & ~31) | (8 * k + ((t & 31) >> 2))] + 4 * (t & 3) for t in range(1 << nb)]
         facts = self._read_facts(int_node(a), 4, roffs)
         self._note_read(v, facts)
-        xh = hist.kids[1]
-        if facts is None or not facts.covered() or not xh.kids:
+        bare = _bare_canon(hist.kids[1]) if facts is not None and facts.covered() else None
+        if bare is None:
             return v
-        if any(e.kind != "st" or e.attrs[:2] != ("st", 4) or e.kids[1].kind != "canon" for e in xh.kids):
-            return v
-        bare = Node(
-            "hist", (), tuple(Node("st", e.attrs, (e.kids[0], e.kids[1].kids[0], e.kids[2])) for e in xh.kids)
-        )
         x = Node("ldmatrix", (ins.op, k), (Node("xwarp", hist.attrs, (hist.kids[0], bare)),))
         self._note_read(x, facts)
         return Node("canon", (), (x,))
