@@ -127,6 +127,7 @@ def settle(replay_dir: Path, readings_path: Path, sweep: Path | None, accepted: 
             )
         replayed[key].append(list(row["shape"]))
         print(f"== {row['pair']} {row['shape']} {row['answer']}: readings fitting so far {ok}", flush=True)
+    cells = _recorded_cells(sweep) if sweep is not None else {}
     lines = []
     for key, ok in fits.items():
         r = amb[key]
@@ -135,13 +136,12 @@ def settle(replay_dir: Path, readings_path: Path, sweep: Path | None, accepted: 
             continue
         desc = GEMMDesc.from_dict(r["readings"][ok.index(True)])
         recorded = [list(s) for s in r["recorded"]]
-        held, verdict = recorded[-1:], "no_held_out"
-        if sweep is not None and held:
-            verdict = _held_out_verdict(sweep, r, desc, held[0])
+        held = recorded[r["selection"] :]  # the shapes predict_offline's selection did not use
+        verdict = "no_held_out" if not held or sweep is None else _held_out_verdict(cells, r, desc, held)
         print(f"{key}: one reading fits; held-out {held}: {verdict}", flush=True)
         if verdict == "accepted":
             lines.append({**{x: r[x] for x in ("pair", "dtype", "out_dtype", "key", "shapes")},
-                          "outcome": "accepted", "desc": desc.to_dict(), "selection": recorded[:-1] + replayed[key],
+                          "outcome": "accepted", "desc": desc.to_dict(), "selection": recorded[: r["selection"]] + replayed[key],
                           "held_out": held, "held_out_miss": [], "settled_by": "replay"})  # fmt: skip
     if accepted is not None:
         accepted.write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -149,16 +149,24 @@ def settle(replay_dir: Path, readings_path: Path, sweep: Path | None, accepted: 
     return 0
 
 
-def _held_out_verdict(sweep: Path, r: dict[str, Any], desc: Any, shape: list[int]) -> str:
-    """'accepted' when the desc gives the recorded cuBLAS cells of ``shape`` on every draw."""
-    from fixbits.probe.sweep import check_one, load_samples
+def _recorded_cells(sweep: Path) -> dict[tuple[str, str, str, int, int, int], dict[str, Any]]:
+    """A sweep's recorded cases by (dtype, out dtype, answer, m, n, k), read once."""
+    from fixbits.probe.sweep import load_samples
 
-    for rec in load_samples(sweep):
-        if (rec["dtype"], rec["out_dtype"], rec["key"]) == (r["dtype"], r["out_dtype"], r["key"]) and [
-            rec["m"], rec["n"], rec["k"]
-        ] == shape and "got" in rec:
-            return "accepted" if check_one(rec, desc.to_dict(), None)["mismatches"] == 0 else "held_out_miss"
-    return "held_out_not_found"
+    return {(r["dtype"], r["out_dtype"], r["key"], r["m"], r["n"], r["k"]): r for r in load_samples(sweep) if "got" in r}
+
+
+def _held_out_verdict(cells: dict[Any, dict[str, Any]], r: dict[str, Any], desc: Any, held: list[list[int]]) -> str:
+    """'accepted' when the desc gives the recorded cuBLAS cells of every held-out shape on every draw."""
+    from fixbits.probe.sweep import check_one
+
+    for shape in held:
+        rec = cells.get((r["dtype"], r["out_dtype"], r["key"], *shape))
+        if rec is None:
+            return "held_out_not_found"
+        if check_one(rec, desc.to_dict(), None)["mismatches"]:
+            return "held_out_miss"
+    return "accepted"
 
 
 if __name__ == "__main__":

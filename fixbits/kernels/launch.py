@@ -21,6 +21,7 @@ switched after the first call (both are fixed for fixbits' kernels in a process)
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from triton import knobs
@@ -84,7 +85,7 @@ class DescAt:
         return d
 
 
-def _descriptors(args: tuple[Any, ...]) -> tuple[Any, ...]:
+def _descriptors(args: Sequence[Any]) -> tuple[Any, ...]:
     """``args`` with each DescAt as the TensorDescriptor it stands for (Triton's own paths)."""
     return tuple(x.descriptor() if type(x) is DescAt else x for x in args)
 
@@ -246,7 +247,7 @@ class DirectLaunch:
                         raw.launch(g, stream, kernel, (*flat, *self._tail))
                         return kernel
                     kernel.run(g[0], g[1], g[2], stream, kernel.function, kernel.packed_metadata, None, None, None,
-                               *_descriptors(tuple(flat)), *self._tail)  # fmt: skip
+                               *_descriptors(flat), *self._tail)  # fmt: skip
                     return kernel
                 kernel = self.fn[self.grid](*_descriptors(args), **self.kwargs)
                 if kernel is None or not hasattr(kernel, "packed_metadata"):
