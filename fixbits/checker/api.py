@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fixbits.checker.launch import LaunchShape, param_decls
 from fixbits.checker.node import reset_interning
 from fixbits.checker.signature import KernelSignature, build, text_fallback
 from fixbits.checker.walk import Unsupported
+
+if TYPE_CHECKING:
+    from fixbits.checker.gcn.parse import GKernel
+    from fixbits.checker.ptx.parse import Entry
 
 
 @dataclass(frozen=True)
@@ -39,7 +46,6 @@ def detect_isa(text: str, path: str | None = None) -> str:
 
 def ptx_signature(text: str, launch: LaunchShape | None = None) -> KernelSignature:
     from fixbits.checker.ptx.parse import PTXError, parse_ptx
-    from fixbits.checker.ptx.walk import PTXWalk
 
     try:
         entries = parse_ptx(text)
@@ -54,26 +60,9 @@ def ptx_signature(text: str, launch: LaunchShape | None = None) -> KernelSignatu
     for entry in entries:
         # a malformed specialisation is the caller's error, not a kernel the walk gives up on
         spec = launch.resolve(entry.params, decls) if launch is not None else {}
-        try:
-            w = PTXWalk(entry, has_mma)
-            w.smem_decls = smem_decls
-            w.spec = spec
-            w.grid = launch.grid if launch is not None else None
-            w.run()
-            sig = build(
-                "ptx",
-                entry.name,
-                w.roots,
-                w.effects,
-                entry.reqntid,
-                set(w.params.values()),
-                not w.nondeterministic,
-                shared_reads=not w.smem_war,
-            )
-        except Unsupported as e:
-            sig = text_fallback("ptx", entry.name, text, f"not modelled: {e}")
-        except Exception as e:  # noqa: BLE001 - a walk that breaks falls back to text, never to "equal"
-            sig = text_fallback("ptx", entry.name, text, f"walk failed: {type(e).__name__}: {e}")
+
+        walk = functools.partial(_ptx_walk, text, entry, has_mma, smem_decls, spec, launch)
+        sig = settle_kgroups(walk)
         if launch is not None:
             # the specialisation joins the digest: certified only for these parameter values.
             # The grid's own numbers stay out: each config of one problem runs at its own grid
@@ -89,9 +78,44 @@ def ptx_signature(text: str, launch: LaunchShape | None = None) -> KernelSignatu
     return _combine(sigs)
 
 
+def _ptx_walk(
+    text: str,
+    entry: Entry,
+    has_mma: bool,
+    smem_decls: int,
+    spec: dict[str, int],
+    launch: LaunchShape | None,
+    label: tuple[int, ...] | None,
+) -> tuple[KernelSignature, list[int]]:
+    """One walk of one entry (``label``: PTXWalk.kgroup_label) and the k-group loops it made."""
+    from fixbits.checker.ptx.walk import PTXWalk
+
+    try:
+        w = PTXWalk(entry, has_mma)
+        w.smem_decls = smem_decls
+        w.spec = spec
+        w.grid = launch.grid if launch is not None else None
+        w.kgroup_label = label
+        w.run()
+        sig = build(
+            "ptx",
+            entry.name,
+            w.roots,
+            w.effects,
+            entry.reqntid,
+            set(w.params.values()),
+            not w.nondeterministic,
+            shared_reads=not w.smem_war,
+        )
+        return sig, w.kgroup_loops
+    except Unsupported as e:
+        return text_fallback("ptx", entry.name, text, f"not modelled: {e}"), []
+    except Exception as e:  # noqa: BLE001 - a walk that breaks falls back to text, never to "equal"
+        return text_fallback("ptx", entry.name, text, f"walk failed: {type(e).__name__}: {e}"), []
+
+
 def gcn_signature(text: str) -> KernelSignature:
     from fixbits.checker.gcn.parse import GCNError, parse_gcn
-    from fixbits.checker.gcn.walk import GCNWalk
 
     try:
         kernels = parse_gcn(text)
@@ -100,25 +124,64 @@ def gcn_signature(text: str) -> KernelSignature:
     has_mma = "mfma" in text or "wmma" in text
     sigs = []
     for k in kernels:
-        try:
-            w = GCNWalk(k, has_mma)
-            w.run()
-            sig = build(
-                "amdgcn",
-                k.name,
-                w.roots,
-                w.effects,
-                k.ntid,
-                set(w.param_syms),
-                not w.nondeterministic,
-                shared_reads=not w.smem_war,
-            )
-        except Unsupported as e:
-            sig = text_fallback("amdgcn", k.name, text, f"not modelled: {e}")
-        except Exception as e:  # noqa: BLE001 - a walk that breaks falls back to text, never to "equal"
-            sig = text_fallback("amdgcn", k.name, text, f"walk failed: {type(e).__name__}: {e}")
+        walk = functools.partial(_gcn_walk, text, k, has_mma)
+        sig = settle_kgroups(walk)
         sigs.append(sig)
     return _combine(sigs)
+
+
+def _gcn_walk(
+    text: str, k: GKernel, has_mma: bool, label: tuple[int, ...] | None
+) -> tuple[KernelSignature, list[int]]:
+    from fixbits.checker.gcn.walk import GCNWalk
+
+    try:
+        w = GCNWalk(k, has_mma)
+        w.kgroup_label = label
+        w.run()
+        sig = build(
+            "amdgcn",
+            k.name,
+            w.roots,
+            w.effects,
+            k.ntid,
+            set(w.param_syms),
+            not w.nondeterministic,
+            shared_reads=not w.smem_war,
+        )
+        return sig, w.kgroup_loops
+    except Unsupported as e:
+        return text_fallback("amdgcn", k.name, text, f"not modelled: {e}"), []
+    except Exception as e:  # noqa: BLE001 - a walk that breaks falls back to text, never to "equal"
+        return text_fallback("amdgcn", k.name, text, f"walk failed: {type(e).__name__}: {e}"), []
+
+
+def settle_kgroups(
+    walk: Callable[[tuple[int, ...] | None], tuple[KernelSignature, list[int]]],
+) -> KernelSignature:
+    """The walk's signature with k-group folds (walk.LoopSummary.kgroups) where no relabelling
+    of the groups changes it, else the walk with such loops kept whole.
+
+    The folds name each group by a rank of convenience, not by the K chunks it holds. Equal
+    digests under a transposition and a G-cycle (which generate every relabelling) mean the
+    signature is the same function whichever group holds which chunk, so the rank is never
+    read; anything built from the folds (tokens made of their digests included) is covered,
+    since it is the whole walk that runs again. One such loop per kernel: a second one, or one
+    walked twice inside an outer loop, could be relabelled independently."""
+    sig, loops = walk(())
+    if not loops:
+        return sig
+    if len(loops) != 1:
+        return walk(None)[0]
+    g = loops[0]
+    perms = [(1, 0, *range(2, g))]
+    if g > 2:
+        perms.append(tuple((i + 1) % g for i in range(g)))
+    for perm in perms:
+        other, again = walk(perm)
+        if other.digest != sig.digest or again != loops:
+            return walk(None)[0]
+    return sig
 
 
 def _combine(sigs: list[KernelSignature]) -> KernelSignature:

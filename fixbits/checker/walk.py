@@ -155,6 +155,11 @@ class Walk:
         self.interval_reads: list[tuple[Poly | None, int, bool, Node | None]] = []
         self.smem_war = False
         self.read_pred: Node | None = None  # the predicate of the load being walked (ISA walker)
+        # k-group folds (LoopSummary.kgroups): the label each group's rank gets, None to keep
+        # such loops whole; api.py walks again under relabellings and keeps the folds only when
+        # the signature does not change (which group holds which K chunk is not known)
+        self.kgroup_label: tuple[int, ...] | None = ()
+        self.kgroup_loops: list[int] = []  # the group count of every loop summarised that way
 
     # ---- to be provided by the ISA walker ------------------------------------------------
     def insts_len(self) -> int:
@@ -353,6 +358,7 @@ class Walk:
         if cond is None:
             raise Unsupported("loop without an exit condition")
         summ = LoopSummary(self.depth + 1, pre_env, end2, cond, set(written) - set(ivs))
+        summ.kgroup_label = self.kgroup_label
         self.env = dict(pre_env)
         for r in written:
             if r in ivs:
@@ -362,6 +368,8 @@ class Walk:
                 self.env[r] = int_node(token("ivexit", (init_p.key(), step.key(), exit_key), variant))
             else:
                 self.env[r] = summ.out(r, self.has_mma)
+        if summ.kgroup_used:
+            self.kgroup_loops.append(summ.kgroup_used)
         for root in body_roots:
             k = summ.full_key()
             self.roots.append(
@@ -664,6 +672,9 @@ class LoopSummary:
         # keys depend only on the carried-register order: many outputs of one loop share it
         self._key_memo: dict[tuple[str, ...], Node] = {}
         self._rename_memo: dict[tuple[bytes, tuple[int, ...]], Node] = {}
+        self.kgroup_label: tuple[int, ...] | None = None  # (Walk.kgroup_label)
+        self.kgroup_used = 0  # the group count, once out() has made a k-group fold
+        self._kgroups: dict[str, tuple[int, int, int]] | None = None
 
     def _refs(self, n: Node) -> tuple[str, ...]:
         """Carried registers ``n`` reads, in first-use order (memoised per node)."""
@@ -786,6 +797,58 @@ class LoopSummary:
             self._single = ok
         return self._single
 
+    def kgroups(self) -> dict[str, tuple[int, int, int]]:
+        """register -> (G, L, rank) when the loop's MMA chains form G >= 2 k-groups, else {}.
+
+        A group is a set of chains joined by sharing an operand at every step (the M and N
+        splits of one K slice, as single_accumulator); groups share no operand at any step, and
+        every chain of every group is L identical MMAs. Read with the single-chain exemption's
+        trust (the loop walks K in order, one chunk per chain per iteration): group g sums
+        every G-th chunk of L * k_inst, serially. Which group holds which chunk is not read:
+        ``rank`` is an order of convenience, and api.py keeps the folds only where relabelling
+        leaves the signature as it was.
+        """
+        if self._kgroups is not None:
+            return self._kgroups
+        chains: dict[str, tuple[tuple[bytes, bytes], ...]] = {}
+        for r in self.carried:
+            u = self.upd.get(r)
+            if u is not None and u.kind == "mma" and _mma_chain(u, r) is not None:
+                cur, ops = u, []
+                while cur.kind == "mma":
+                    ops.append((cur.kids[1].digest, cur.kids[2].digest))
+                    cur = cur.kids[0]
+                chains[r] = tuple(ops)
+        regs = sorted(chains)
+        parent = {r: r for r in regs}
+
+        def find(r: str) -> str:
+            while parent[r] != r:
+                parent[r] = parent[parent[r]]
+                r = parent[r]
+            return r
+
+        self._kgroups = {}
+        lens = {len(c) for c in chains.values()}
+        if len(lens) != 1:
+            return self._kgroups
+        for i, x in enumerate(regs):
+            for y in regs[i + 1 :]:
+                share = [a[0] == b[0] or a[1] == b[1] for a, b in zip(chains[x], chains[y], strict=True)]
+                if all(share):
+                    parent[find(x)] = find(y)
+                elif any(share):
+                    return self._kgroups  # neither one K slice nor two: not read
+        groups: dict[str, list[str]] = {}
+        for r in regs:
+            groups.setdefault(find(r), []).append(r)
+        members = sorted(groups.values())
+        if len(members) < 2 or len({len(m) for m in members}) != 1:
+            return self._kgroups
+        (n,) = lens
+        self._kgroups = {r: (len(members), n, rank) for rank, m in enumerate(members) for r in m}
+        return self._kgroups
+
     def full_key(self) -> Node:
         return self._full()[0]
 
@@ -812,6 +875,15 @@ class LoopSummary:
         chain = _mma_chain(upd, r)
         if chain is not None and self.single_accumulator():
             return Node("mmafold", (chain,), (self.init.get(r, UNDEF),))
+        kg = self.kgroups().get(r) if chain is not None and self.kgroup_label is not None else None
+        if kg is not None:
+            g, n, rank = kg
+            label = self.kgroup_label[rank] if self.kgroup_label else rank
+            self.kgroup_used = g
+            # the label is a child, not an attribute: it is what relabelling changes
+            return Node(
+                "mmafold", (chain, "kgroup", g, n), (self.init.get(r, UNDEF), int_node(Poly.const(label)))
+            )
         order = self.closure([upd], first=r)
         if len(order) <= 8:
             return Node("loopout", (0,), (self.key_for([upd], order=order),))
