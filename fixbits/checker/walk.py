@@ -800,7 +800,7 @@ class LoopSummary:
     def kgroups(self) -> dict[str, tuple[int, int, int]]:
         """register -> (G, L, rank) when the loop's MMA chains form G >= 2 k-groups, else {}.
 
-        A group is a set of chains joined by sharing an operand at every step (the M and N
+        A group is a set of chains joined by one A or one B operand sequence (the N and M
         splits of one K slice, as single_accumulator); groups share no operand at any step, and
         every chain of every group is L identical MMAs. Read with the single-chain exemption's
         trust (the loop walks K in order, one chunk per chain per iteration): group g sums
@@ -832,13 +832,23 @@ class LoopSummary:
         lens = {len(c) for c in chains.values()}
         if len(lens) != 1:
             return self._kgroups
-        for i, x in enumerate(regs):
-            for y in regs[i + 1 :]:
-                share = [a[0] == b[0] or a[1] == b[1] for a, b in zip(chains[x], chains[y], strict=True)]
-                if all(share):
-                    parent[find(x)] = find(y)
-                elif any(share):
-                    return self._kgroups  # neither one K slice nor two: not read
+        # chains with one A sequence (an N split) or one B sequence (an M split) walk one K slice
+        for side in (0, 1):
+            first: dict[tuple[bytes, ...], str] = {}
+            for r in regs:
+                seq = tuple(op[side] for op in chains[r])
+                if seq in first:
+                    parent[find(r)] = find(first[seq])
+                else:
+                    first[seq] = r
+        # and groups must share no operand at any step: else neither one K slice nor two
+        owner: dict[bytes, str] = {}
+        for r in regs:
+            g = find(r)
+            for op in chains[r]:
+                for d in op:
+                    if owner.setdefault(d, g) != g:
+                        return self._kgroups
         groups: dict[str, list[str]] = {}
         for r in regs:
             groups.setdefault(find(r), []).append(r)
