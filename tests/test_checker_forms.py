@@ -102,10 +102,56 @@ def test_rules_admit_the_common_triton_patterns() -> None:
 def test_assign_bits_equals_substituting_each_bit() -> None:
     """ThreadEval's one-pass bit assignment is the sequential substitution it replaced."""
     tx = Poly.bits("tx", 5)
-    p = tx * Poly.sym("p:ld") + tx * tx * Poly.const(3) + Poly.sym("ctaid.x") * Poly.sym("tx2") + Poly.const(7)
+    p = (
+        tx * Poly.sym("p:ld")
+        + tx * tx * Poly.const(3)
+        + Poly.sym("ctaid.x") * Poly.sym("tx2")
+        + Poly.const(7)
+    )
     for t in (0, 1, 5, 22, 31):
         values = {f"tx{i}": t >> i & 1 for i in range(5)}
         want = p
         for s, v in values.items():
             want = want.substitute(s, Poly.const(v))
         assert p.assign_bits(values) == want, (t, p.assign_bits(values), want)
+
+
+@st.composite
+def signed_tile_rows(draw: st.DrawFn) -> Poly:
+    """A tile's first row as a grouped tile order computes it through a remainder:
+    2^k * (ctaid.x - q * ctaid.y), whose sign is not known, plus thread bits below 2^k or not."""
+    k = draw(st.integers(2, 7))
+    q = draw(st.integers(1, 9))
+    base = (Poly.sym("ctaid.x") - Poly.sym("ctaid.y").scale(q)).scale(1 << k)
+    lanes = exact_and(Poly.bits("tx", NBITS), draw(st.integers(0, (1 << NBITS) - 1)))
+    return (
+        base
+        + (lanes if lanes is not None else Poly.const(0))
+        + Poly.const(draw(st.integers(0, 3)) << draw(st.integers(0, 8)))
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(signed_tile_rows(), forms(), st.sampled_from([0, 1, 5, 40]))
+def test_or_with_a_signed_tile_base_is_exact_in_every_register_width(a: Poly, b: Poly, cy: int) -> None:
+    """The base may be negative: its low k bits are still 0 in two's complement, so an or whose
+    other side stays below 2^k (and off a's own low bits) is the sum, at 32 and 64 bits."""
+    r = exact_or(a, b)
+    if r is None:
+        return
+    for tid, cta in itertools.product(range(1 << NBITS), CTAIDS):
+        env_b = evaluate(b, tid, cta)
+        env_a = evaluate(a.substitute("ctaid.y", Poly.const(cy)), tid, cta)
+        got = evaluate(r.substitute("ctaid.y", Poly.const(cy)), tid, cta)
+        for width in (32, 64):
+            m = (1 << width) - 1
+            assert got & m == (env_a & m) | (env_b & m), (a, b, r, tid, cta, cy, width)
+
+
+def test_or_admits_a_row_base_made_through_a_remainder() -> None:
+    tile = (Poly.sym("ctaid.x") - Poly.sym("Tv:q").scale(3)).scale(64)  # may be negative
+    rows = exact_and(Poly.bits("tx", 7), 63)
+    assert rows is not None
+    assert exact_or(tile, rows) == tile + rows
+    assert exact_or(tile + Poly.const(16), Poly.const(16)) is None  # bit 4 is shared
+    assert exact_or(tile, Poly.const(64)) is None  # bit 6 may be set in the tile part

@@ -61,11 +61,14 @@ STAGE_ONE = """\tmul.wide.u32 %rd10, %r1, 4;
 \tadd.s32 %r22, %r30, %r21;
 \tst.shared.b32 [%r22], %r20;
 \tbar.sync 0;"""
-STAGE_TWO = STAGE_ONE + """
+STAGE_TWO = (
+    STAGE_ONE
+    + """
 \tst.shared.b32 [%r22+128], %r20;
 \tcp.async.ca.shared.global [%r22+256], [%rd11], 4;
 \tcp.async.wait_group 0;
 \tbar.sync 0;"""
+)
 
 
 def kernel(src: str, dst: str, stage: str = "", pred: str = "") -> str:
@@ -126,8 +129,9 @@ DIRECT = DIRECT.replace(
 ).replace("\tPRED st.shared.b32 [%r8], %r5;\n\tbar.sync 0;\n", "")
 # stmatrix.x1: lane i's register goes to row i/4 (address from lane i/4), byte 4 (i mod 4)
 ST_ROUNDTRIP = kernel(IDENT_SRC, IDENT_DST, pred="#").replace(
-    "\t# st.shared.b32 [%r8], %r5;", "\tshl.b32 %r12, %r1, 4;\n\tadd.s32 %r13, %r30, %r12;\n"
-    "\tstmatrix.sync.aligned.m8n8.x1.shared.b16 [%r13], {%r5};"
+    "\t# st.shared.b32 [%r8], %r5;",
+    "\tshl.b32 %r12, %r1, 4;\n\tadd.s32 %r13, %r30, %r12;\n"
+    "\tstmatrix.sync.aligned.m8n8.x1.shared.b16 [%r13], {%r5};",
 )
 
 
@@ -140,9 +144,10 @@ def test_stmatrix_then_ldmatrix_is_the_direct_value():
 def test_stmatrix_rows_swapped_stays_apart():
     # rows written at address (lane ^ 1) * 16: lane i reads what lane i ^ 4 stored
     assert "\tshl.b32 %r12, %r1, 4;" in ST_ROUNDTRIP
-    swapped = ST_ROUNDTRIP.replace("\tshl.b32 %r12, %r1, 4;", "\txor.b32 %r14, %r1, 1;\n\tshl.b32 %r12, %r14, 4;")
+    swapped = ST_ROUNDTRIP.replace(
+        "\tshl.b32 %r12, %r1, 4;", "\txor.b32 %r14, %r1, 1;\n\tshl.b32 %r12, %r14, 4;"
+    )
     assert not eq(swapped, DIRECT)
-
 
 
 def test_interpolation_takes_every_value_it_was_given():
@@ -158,7 +163,10 @@ def test_interpolation_takes_every_value_it_was_given():
             c = [rng.randint(-5, 5) for _ in range(n + 1)]
             vals = [Poly.const(c[0] + sum(c[i + 1] * (x >> i & 1) for i in range(n))) for x in range(1 << n)]
         else:
-            vals = [Poly.const(rng.randint(-9, 9)) + Poly.sym("p:1").scale(rng.randint(0, 2)) for _ in range(1 << n)]
+            vals = [
+                Poly.const(rng.randint(-9, 9)) + Poly.sym("p:1").scale(rng.randint(0, 2))
+                for _ in range(1 << n)
+            ]
         m = moebius(syms, vals)
         for x in range(1 << n):
             at = Poly({})
@@ -166,3 +174,33 @@ def test_interpolation_takes_every_value_it_was_given():
                 if all(x >> int(s[2:]) & 1 for s in mono if s.startswith("tx")):
                     at = at + Poly({tuple(s for s in mono if not s.startswith("tx")): cf})
             assert at == vals[x]
+
+
+def butterfly(off: int) -> str:
+    """Each lane adds its partner's value (lane ^ off) before the store: a full-warp butterfly."""
+    return (
+        "add.f32 %r5, %r4, 0f3F800000;\n"
+        f"\tshfl.sync.bfly.b32 %r12, %r5, {off}, 31, -1;\n"
+        "\tadd.f32 %r5, %r5, %r12;"
+    )
+
+
+def kernel_bfly(src: str, dst: str, off: int, stage: str = "") -> str:
+    return kernel(src, dst, stage).replace("add.f32 %r5, %r4, 0f3F800000;", butterfly(off))
+
+
+def test_butterfly_values_forward_at_the_partner_lane():
+    """The stored value is x[s(t)] + 1 + (x[s(t ^ 1)] + 1): read through a layout conversion the
+    shuffle leaves the tree and its operand is taken at the partner writer, so the swizzled
+    layout (writer t ^ 5 of word t) meets the plain one, and the staged history drops out."""
+    plain = kernel_bfly(IDENT_SRC, IDENT_DST, 1)
+    assert eq(plain, kernel_bfly(SWZ_SRC, SWZ_DST, 1))
+    assert eq(plain, kernel_bfly(IDENT_SRC, IDENT_DST, 1, STAGE_TWO))
+
+
+def test_butterfly_of_another_distance_or_slot_stays_apart():
+    plain = kernel_bfly(IDENT_SRC, IDENT_DST, 1)
+    assert not eq(plain, kernel_bfly(IDENT_SRC, IDENT_DST, 2))
+    assert not eq(plain, kernel_bfly(IDENT_SRC, SWZ_DST, 1))
+    # a swizzled layout read as if plain: word t holds writer t ^ 5's pair, not lane t's
+    assert not eq(kernel_bfly(SWZ_SRC, SWZ_DST, 1), kernel_bfly(SWZ_SRC, IDENT_DST, 1))

@@ -251,8 +251,11 @@ def split_thread_form(p: Poly, nbits: int) -> tuple[Poly, tuple, int] | None:
 
 
 def _occupancy(p: Poly) -> tuple[int, int] | None:
-    """(mask of low bits that may be set, first position from which any bit may be set) for a
-    non-negative form, or None when unknown."""
+    """(mask of low bits that may be set, first position from which the symbolic part may set
+    a bit) for a form of distinct thread bits, a non-negative constant and a symbolic part, or
+    None when unknown. The symbolic part's sign does not matter: a multiple of 2^k has its low
+    k bits 0 in two's complement at any width (a tile's first row computed through a remainder
+    carries negative terms)."""
     bits, rest = p.split_bits()
     if bits is None:
         return None
@@ -263,8 +266,6 @@ def _occupancy(p: Poly) -> tuple[int, int] | None:
     if c0 < 0:
         return None
     sym_rest = Poly({m: c for m, c in rest.terms.items() if m})
-    if any(c < 0 for c in sym_rest.terms.values()):
-        return None
     high = sym_rest.trailing_zeros() if sym_rest.terms else 1 << 30
     if c0 & low:
         return None

@@ -38,6 +38,7 @@ import numpy as np
 
 from fixbits.checker.forms import Poly, is_bit_symbol
 from fixbits.checker.node import COMMUTATIVE, COMMUTATIVE_PREFIX2, Node, int_node
+from fixbits.checker.signs import const_of, is_bit_move
 
 MAX_BITS = 10
 
@@ -315,7 +316,10 @@ def truth_all(pred: Node, n: int) -> list[bool] | None:
     return res
 
 
-def renamable(n: Node, memo: dict[bytes, bool]) -> bool:
+def renamable(n: Node, memo: dict[bytes, bool], shfl: bool = False) -> bool:
+    """True when ``n`` means the same at any thread once its thread bits are renamed.
+    ``shfl``: a full-warp butterfly counts too (its operand at lane ^ b: _interp_shfl,
+    concretize); a memo holds for one value of the flag."""
     got = memo.get(n.digest)
     if got is not None:
         return got
@@ -325,9 +329,11 @@ def renamable(n: Node, memo: dict[bytes, bool]) -> bool:
             for s in n.poly.symbols()
         )
     elif n.kind == "load":
-        res = n.attrs[0] == "global" and all(renamable(k, memo) for k in n.kids)
+        res = n.attrs[0] == "global" and all(renamable(k, memo, shfl) for k in n.kids)
+    elif n.kind == "shfl":
+        res = shfl and is_bit_move(n) and renamable(n.kids[0], memo, shfl)
     elif n.kind in _RENAMABLE or (n.kind not in ("undef",) and not n.kids and n.kind in ("f", "const")):
-        res = all(renamable(k, memo) for k in n.kids)
+        res = all(renamable(k, memo, shfl) for k in n.kids)
     else:
         res = False
     memo[n.digest] = res
@@ -355,6 +361,8 @@ def _interp(nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str]
     first = nodes[0]
     if first.poly is not None:
         return _interp_leaf(nodes, idx, tids, rsyms, memo)
+    if first.kind == "shfl":
+        return _interp_shfl(nodes, idx, tids, rsyms, memo)
     if len(nodes) == 1 and not first.variant and not _has_bits(first):
         return first
     for t in nodes:
@@ -422,6 +430,31 @@ def _interp(nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str]
             memo[key] = got
         kids.append(got)
     return Node(first.kind, first.attrs, tuple(kids))
+
+
+def _interp_shfl(
+    nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str], memo: dict
+) -> Node | None:
+    """A full-warp butterfly (signs.is_bit_move) at writer t is its operand at t ^ b: the
+    shuffle leaves the tree and the operand is interpolated at the partner writers (with a memo
+    of its own: every memo entry below holds for one writer list)."""
+    first = nodes[0]
+    if not is_bit_move(first) or min(tids) < 0:
+        return None
+    for t in nodes:
+        if t.kind != "shfl" or t.attrs != first.attrs or t.kids[1:] != first.kids[1:]:
+            return None
+    b = const_of(first.kids[1])
+    assert b is not None
+    partners = [t ^ b for t in tids]
+    sub_memo = memo.setdefault(("writers", tuple(partners)), {})
+    uniq: dict[bytes, int] = {}
+    sub: list[Node] = []
+    for t in nodes:
+        if uniq.setdefault(t.kids[0].digest, len(sub)) == len(sub):
+            sub.append(t.kids[0])
+    remap = [uniq[t.kids[0].digest] for t in nodes]
+    return _interp(sub, [remap[u] for u in idx], partners, rsyms, sub_memo)
 
 
 _SUBSYMS: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
@@ -602,6 +635,14 @@ def concretize(n: Node, env: dict[str, int], memo: dict[bytes, Node]) -> Node:
         return n  # no thread bit below: fixing them rebuilds the same tree (the same digest)
     if n.poly is not None:
         out = int_node(_partial(n.poly, env)) if any(is_bit_symbol(s) for s in n.poly.symbols()) else n
+    elif n.kind == "shfl" and is_bit_move(n):
+        # the operand at lane ^ b (its own memo: the one passed in holds for env alone)
+        b = const_of(n.kids[1])
+        assert b is not None
+        partner = {
+            s: v ^ (b >> int(s[2:]) & 1) if s[2:].isdigit() and int(s[2:]) < 5 else v for s, v in env.items()
+        }
+        out = concretize(n.kids[0], partner, {})
     elif not n.variant and not n.kids:
         out = n
     else:

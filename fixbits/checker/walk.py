@@ -953,8 +953,7 @@ def _relativize(
         if len(mono) == 1 and mono[0] in param_syms and c == 1 and base is None:
             base = mono[0]
             continue
-        inv = tuple(s for s in mono if not is_variant_symbol(s))
-        var = tuple(s for s in mono if is_variant_symbol(s))
+        inv, var = _mono_split(mono)
         offs.setdefault(inv, {})
         offs[inv][var] = offs[inv].get(var, 0) + c
     if base is None or value.exchange:
@@ -1033,10 +1032,16 @@ def _relativize(
 @functools.lru_cache(maxsize=200_000)
 def _mono_split(mono: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(its invariant symbols, its variant symbols) of a monomial, each in its order
-    (memoised: relativize meets the same monomials in every leaf)."""
+    (memoised: relativize meets the same monomials in every leaf). An opaque block-invariant
+    token (``Ti:``, a tile count such as cdiv(N, BLOCK_N) in a grouped tile order) that
+    multiplies a variant symbol goes with it: it is part of which element a thread stores,
+    a host fact the relative form never holds (as a block token's value is); alone it stays
+    an invariant offset."""
+    if not any(is_variant_symbol(s) for s in mono):
+        return mono, ()
     return (
-        tuple(s for s in mono if not is_variant_symbol(s)),
-        tuple(s for s in mono if is_variant_symbol(s)),
+        tuple(s for s in mono if not is_variant_symbol(s) and not s.startswith("Ti:")),
+        tuple(s for s in mono if is_variant_symbol(s) or s.startswith("Ti:")),
     )
 
 

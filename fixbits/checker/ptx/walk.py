@@ -131,6 +131,7 @@ class PTXWalk(Walk):
         self._fwd_cache: tuple | None = None
         self._fwd_env_cache: list[dict[str, int]] | None = None
         self._fwd_memo: dict[bytes, bool] = {}
+        self._fwd_memo_shfl: dict[bytes, bool] = {}
         self._fwd_reads: dict[tuple, Node | None] = {}  # (generation key, addresses, bytes) -> read
         self._fwd_gen_keys: dict[int, tuple[list[SmemEntry], bytes]] = {}
         # device-side TMA descriptors: fields per shared-memory template and per global copy
@@ -1480,7 +1481,7 @@ class PTXWalk(Walk):
             for x in range(1 << n):
                 lane = x & 31
                 addrs.append(rvals[(x & ~31) | (8 * k + (lane >> 2))] + 4 * (lane & 3))
-            v = self._fwd_read(gen, bmap, addrs, 4)
+            v = self._fwd_read(gen, bmap, addrs, 4, shfl=True)
             if v is None:
                 return None
             out.append(v)
@@ -1494,16 +1495,21 @@ class PTXWalk(Walk):
         return c
 
     def _fwd_read(
-        self, gen: list[SmemEntry], bmap: dict[int, tuple[int, int, int]], addrs: list[int], nbytes: int
+        self,
+        gen: list[SmemEntry],
+        bmap: dict[int, tuple[int, int, int]],
+        addrs: list[int],
+        nbytes: int,
+        shfl: bool = False,
     ) -> Node | None:
         """_fwd_read_uncached, memoised: a read is a pure function of the generation's stores
         (which also decide ``bmap``), the addresses and the size; unrolled code and the two passes
         over a loop body repeat reads of one generation."""
-        key = (self._fwd_gen_key(gen), tuple(addrs), nbytes)
+        key = (self._fwd_gen_key(gen), tuple(addrs), nbytes, shfl)
         memo = self._fwd_reads
         if key in memo:
             return memo[key]
-        res = memo[key] = self._fwd_read_uncached(gen, bmap, addrs, nbytes)
+        res = memo[key] = self._fwd_read_uncached(gen, bmap, addrs, nbytes, shfl)
         return res
 
     def _fwd_gen_key(self, gen: list[SmemEntry]) -> bytes:
@@ -1528,14 +1534,22 @@ class PTXWalk(Walk):
         return k
 
     def _fwd_read_uncached(
-        self, gen: list[SmemEntry], bmap: dict[int, tuple[int, int, int]], addrs: list[int], nbytes: int
+        self,
+        gen: list[SmemEntry],
+        bmap: dict[int, tuple[int, int, int]],
+        addrs: list[int],
+        nbytes: int,
+        shfl: bool = False,
     ) -> Node | None:
         """The value reader x sees at addrs[x] (nbytes), over the reader's thread bits: one store
-        of that size, or whole equal-sized stores concatenated (lowest address first)."""
+        of that size, or whole equal-sized stores concatenated (lowest address first).
+        ``shfl``: stored values may hold full-warp butterflies (forward.renamable): taken for a
+        layout conversion (ldmatrix) only; a shared read of a reduction's partials is left to
+        the balanced collapse and thread_roots.read_at, which keep the butterfly as a tree."""
         n = len(addrs).bit_length() - 1
         envs_by_t = self._fwd_envs(n)
         bits = [f"tx{i}" for i in range(n)]
-        memo = self._fwd_memo
+        memo = self._fwd_memo_shfl if shfl else self._fwd_memo
         trees: list[Node] = []
         tids: list[int] = []
         conc: dict[tuple[int, int], Node] = {}
@@ -1546,7 +1560,7 @@ class PTXWalk(Walk):
                 return None
             j, t, _ = hit
             e = gen[j]
-            if not fwd.renamable(e.value, memo):
+            if not fwd.renamable(e.value, memo, shfl):
                 return None
             if e.nbytes == nbytes:
                 trees.append(e.value)
@@ -1561,7 +1575,7 @@ class PTXWalk(Walk):
                 if h is None or h[2] != 0 or gen[h[0]].nbytes != w:
                     return None
                 v = gen[h[0]].value
-                if not fwd.renamable(v, memo):
+                if not fwd.renamable(v, memo, shfl):
                     return None
                 c = conc.get((h[0], h[1]))
                 if c is None:
