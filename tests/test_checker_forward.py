@@ -204,3 +204,23 @@ def test_butterfly_of_another_distance_or_slot_stays_apart():
     assert not eq(plain, kernel_bfly(IDENT_SRC, SWZ_DST, 1))
     # a swizzled layout read as if plain: word t holds writer t ^ 5's pair, not lane t's
     assert not eq(kernel_bfly(SWZ_SRC, SWZ_DST, 1), kernel_bfly(SWZ_SRC, IDENT_DST, 1))
+
+
+HALF_DST = "shr.u32 %r6, %r1, 1;"  # threads 2w and 2w + 1 write word w (and word 16 + w)
+TWICE = "st.shared.b32 [%r8+64], %r5;\n\t"
+
+
+def test_one_store_of_one_tree_by_several_threads_forwards():
+    """Lanes 2w and 2w + 1 hold one butterfly total and both store it to word w: whichever lands
+    last, the word holds that tree, so the read is forwarded and the staged history drops out."""
+    a = kernel(IDENT_SRC, HALF_DST, "", TWICE).replace("add.f32 %r5, %r4, 0f3F800000;", butterfly(1))
+    b = kernel(IDENT_SRC, HALF_DST, STAGE_TWO, TWICE).replace("add.f32 %r5, %r4, 0f3F800000;", butterfly(1))
+    assert eq(a, b)
+
+
+def test_one_store_of_different_values_by_several_threads_is_not_forwarded():
+    # without the butterfly lanes 2w and 2w + 1 store x[2w] + 1 and x[2w + 1] + 1 to one word:
+    # which one the word holds is a race, so the read keeps its history
+    a = kernel(IDENT_SRC, HALF_DST, "", TWICE)
+    b = kernel(IDENT_SRC, HALF_DST, STAGE_TWO, TWICE)
+    assert not eq(a, b)

@@ -1439,11 +1439,28 @@ class PTXWalk(Walk):
                     spans.append((vj[t], nb, j, t))
         spans.sort()
         end = None
+        last: tuple[int, int, int] | None = None
+        same: dict[int, list[int]] = {}  # slot -> the other threads of one store writing it whole
         for base, nb, j, t in spans:
+            if last is not None and (base, nb, j) == last:
+                same.setdefault(base, []).append(t)
+                continue
             if end is not None and base < end:
                 return None  # two writers of one byte
             end = base + nb
+            last = (base, nb, j)
             bmap[base] = (j, t, 0)  # reads start where a store starts (_fwd_read), so only starts are kept
+        for base, others in same.items():
+            # several threads of one store write one slot: the bytes are known only when they all
+            # store one tree (a butterfly total every lane of a quad holds), whichever lands last
+            j, t, _ = bmap[base]
+            v = gen[j].value
+            if not fwd.renamable(v, self._fwd_memo_shfl, True):
+                return None
+            envs = self._fwd_envs(n)
+            want = fwd.concretize(v, envs[t], {}).digest
+            if any(fwd.concretize(v, envs[u], {}).digest != want for u in others):
+                return None
         return gen, bmap
 
     def _fwd_setup(
@@ -1544,8 +1561,8 @@ class PTXWalk(Walk):
         """The value reader x sees at addrs[x] (nbytes), over the reader's thread bits: one store
         of that size, or whole equal-sized stores concatenated (lowest address first).
         ``shfl``: stored values may hold full-warp butterflies (forward.renamable): taken for a
-        layout conversion (ldmatrix) only; a shared read of a reduction's partials is left to
-        the balanced collapse and thread_roots.read_at, which keep the butterfly as a tree."""
+        layout conversion (ldmatrix), and for a shared read whose history the balanced
+        collapse and thread_roots.read_at cannot see past (forward_ld)."""
         n = len(addrs).bit_length() - 1
         envs_by_t = self._fwd_envs(n)
         bits = [f"tx{i}" for i in range(n)]
@@ -1595,9 +1612,13 @@ class PTXWalk(Walk):
         if setup is None:
             return None
         gen, bmap, _, base = setup
+        # a reduction's partials keep their butterflies for the balanced collapse and
+        # thread_roots.read_at, unless the history holds what those cannot see past (copies
+        # of the K loop's operands, stores summarised by a loop): then they are forwarded too
+        shfl = any(e.kind != "st" or e.addr.poly is None for e in self.smem)
         out = []
         for k in range(count):
-            v = self._fwd_read(gen, bmap, [b + k * nbytes for b in base], nbytes)
+            v = self._fwd_read(gen, bmap, [b + k * nbytes for b in base], nbytes, shfl=shfl)
             if v is None:
                 return None
             out.append(v)
