@@ -5,7 +5,11 @@ supply one transfer function per instruction (``step``).
 Soundness rules kept here:
 * a loop-carried register becomes a fold/loop node whose key holds every carried value it
   depends on, its seed and the loop's exit condition (the tensor-core K-loop exemption is the one
-  documented exception: an accumulator fed only by one chain of identical MMAs);
+  documented exception: an accumulator fed only by one chain of identical MMAs, or G groups of
+  such chains over interleaved K chunks (LoopSummary.kgroups, kept only where no relabelling of
+  the groups changes the signature: api.settle_kgroups). The exemption trusts, as the paper's
+  does, that the loop walks every K tile in order: it does not read the operands' addresses
+  (tests/test_checker_kgroup.py holds the every-other-tile case as a strict xfail);
 * a branch merge becomes a select on the path condition;
 * control flow the walk does not understand raises ``Unsupported`` and the kernel's signature
   falls back to its normalised text (never merges two kernels that differ).
