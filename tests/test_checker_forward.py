@@ -210,12 +210,26 @@ HALF_DST = "shr.u32 %r6, %r1, 1;"  # threads 2w and 2w + 1 write word w (and wor
 TWICE = "st.shared.b32 [%r8+64], %r5;\n\t"
 
 
+def digest(text: str, has_mma: bool) -> str:
+    """The signature as a kernel with (or without) tensor-core MMAs gets it: the forwarding of a
+    slot several threads fill is taken in GEMM epilogues only (elsewhere the balanced collapse
+    and thread_roots.read_at take such slots, for less time)."""
+    from fixbits.checker.api import _ptx_walk
+    from fixbits.checker.ptx.parse import parse_ptx
+
+    (entry,) = parse_ptx(text)
+    sig, _ = _ptx_walk(text, entry, has_mma, 1, {}, None, ())
+    assert sig.fallback is None, sig.fallback
+    return sig.digest
+
+
 def test_one_store_of_one_tree_by_several_threads_forwards():
     """Lanes 2w and 2w + 1 hold one butterfly total and both store it to word w: whichever lands
     last, the word holds that tree, so the read is forwarded and the staged history drops out."""
     a = kernel(IDENT_SRC, HALF_DST, "", TWICE).replace("add.f32 %r5, %r4, 0f3F800000;", butterfly(1))
     b = kernel(IDENT_SRC, HALF_DST, STAGE_TWO, TWICE).replace("add.f32 %r5, %r4, 0f3F800000;", butterfly(1))
-    assert eq(a, b)
+    assert digest(a, True) == digest(b, True)
+    assert digest(a, False) != digest(b, False)
 
 
 def test_one_store_of_different_values_by_several_threads_is_not_forwarded():
@@ -223,4 +237,4 @@ def test_one_store_of_different_values_by_several_threads_is_not_forwarded():
     # which one the word holds is a race, so the read keeps its history
     a = kernel(IDENT_SRC, HALF_DST, "", TWICE)
     b = kernel(IDENT_SRC, HALF_DST, STAGE_TWO, TWICE)
-    assert not eq(a, b)
+    assert digest(a, True) != digest(b, True)

@@ -1442,7 +1442,9 @@ class PTXWalk(Walk):
         last: tuple[int, int, int] | None = None
         same: dict[int, list[int]] = {}  # slot -> the other threads of one store writing it whole
         for base, nb, j, t in spans:
-            if last is not None and (base, nb, j) == last:
+            if last is not None and (base, nb, j) == last and self.has_mma:
+                # (a GEMM epilogue's row statistics; elsewhere the balanced collapse and
+                # thread_roots.read_at take such slots, for less)
                 same.setdefault(base, []).append(t)
                 continue
             if end is not None and base < end:
@@ -1613,9 +1615,10 @@ class PTXWalk(Walk):
             return None
         gen, bmap, _, base = setup
         # a reduction's partials keep their butterflies for the balanced collapse and
-        # thread_roots.read_at, unless the history holds what those cannot see past (copies
-        # of the K loop's operands, stores summarised by a loop): then they are forwarded too
-        shfl = any(e.kind != "st" or e.addr.poly is None for e in self.smem)
+        # thread_roots.read_at, unless the history holds what those cannot see past (a GEMM's
+        # copies of its K loop's operands, stores summarised by a loop): then they are
+        # forwarded too
+        shfl = self.has_mma and any(e.kind != "st" or e.addr.poly is None for e in self.smem)
         out = []
         for k in range(count):
             v = self._fwd_read(gen, bmap, [b + k * nbytes for b in base], nbytes, shfl=shfl)
