@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from fixbits.checker.launch import LaunchShape, param_decls
 from fixbits.checker.node import reset_interning
 from fixbits.checker.signature import KernelSignature, build, text_fallback
-from fixbits.checker.walk import Unsupported
+from fixbits.checker.walk import Unsupported, Walk
 
 if TYPE_CHECKING:
     from fixbits.checker.gcn.parse import GKernel
@@ -90,28 +90,16 @@ def _ptx_walk(
     """One walk of one entry (``label``: PTXWalk.kgroup_label) and the k-group loops it made."""
     from fixbits.checker.ptx.walk import PTXWalk
 
-    try:
+    def run() -> tuple[KernelSignature, list[int]]:
         w = PTXWalk(entry, has_mma)
         w.smem_decls = smem_decls
         w.spec = spec
         w.grid = launch.grid if launch is not None else None
         w.kgroup_label = label
         w.run()
-        sig = build(
-            "ptx",
-            entry.name,
-            w.roots,
-            w.effects,
-            entry.reqntid,
-            set(w.params.values()),
-            not w.nondeterministic,
-            shared_reads=not w.smem_war,
-        )
-        return sig, w.kgroup_loops
-    except Unsupported as e:
-        return text_fallback("ptx", entry.name, text, f"not modelled: {e}"), []
-    except Exception as e:  # noqa: BLE001 - a walk that breaks falls back to text, never to "equal"
-        return text_fallback("ptx", entry.name, text, f"walk failed: {type(e).__name__}: {e}"), []
+        return _build_of(w, "ptx", entry.name, entry.reqntid, set(w.params.values())), w.kgroup_loops
+
+    return _guarded("ptx", entry.name, text, run)
 
 
 def gcn_signature(text: str) -> KernelSignature:
@@ -135,25 +123,33 @@ def _gcn_walk(
 ) -> tuple[KernelSignature, list[int]]:
     from fixbits.checker.gcn.walk import GCNWalk
 
-    try:
+    def run() -> tuple[KernelSignature, list[int]]:
         w = GCNWalk(k, has_mma)
         w.kgroup_label = label
         w.run()
-        sig = build(
-            "amdgcn",
-            k.name,
-            w.roots,
-            w.effects,
-            k.ntid,
-            set(w.param_syms),
-            not w.nondeterministic,
-            shared_reads=not w.smem_war,
-        )
-        return sig, w.kgroup_loops
+        return _build_of(w, "amdgcn", k.name, k.ntid, set(w.param_syms)), w.kgroup_loops
+
+    return _guarded("amdgcn", k.name, text, run)
+
+
+def _build_of(
+    w: Walk, isa: str, name: str, ntid: tuple[int, int, int] | None, params: set[str]
+) -> KernelSignature:
+    return build(
+        isa, name, w.roots, w.effects, ntid, params, not w.nondeterministic, shared_reads=not w.smem_war
+    )
+
+
+def _guarded(
+    isa: str, name: str, text: str, run: Callable[[], tuple[KernelSignature, list[int]]]
+) -> tuple[KernelSignature, list[int]]:
+    """``run()``, or the text's signature when the walk gives up or breaks (never "equal")."""
+    try:
+        return run()
     except Unsupported as e:
-        return text_fallback("amdgcn", k.name, text, f"not modelled: {e}"), []
+        return text_fallback(isa, name, text, f"not modelled: {e}"), []
     except Exception as e:  # noqa: BLE001 - a walk that breaks falls back to text, never to "equal"
-        return text_fallback("amdgcn", k.name, text, f"walk failed: {type(e).__name__}: {e}"), []
+        return text_fallback(isa, name, text, f"walk failed: {type(e).__name__}: {e}"), []
 
 
 def settle_kgroups(

@@ -679,6 +679,7 @@ class LoopSummary:
         self.kgroup_label: tuple[int, ...] | None = None  # (Walk.kgroup_label)
         self.kgroup_used = 0  # the group count, once out() has made a k-group fold
         self._kgroups: dict[str, tuple[int, int, int]] | None = None
+        self._chains: dict[str, tuple[tuple[bytes, bytes], ...]] | None = None
 
     def _refs(self, n: Node) -> tuple[str, ...]:
         """Carried registers ``n`` reads, in first-use order (memoised per node)."""
@@ -781,16 +782,7 @@ class LoopSummary:
         shared-memory version (see Walk.smem_version).
         """
         if self._single is None:
-            sets = set()
-            for r in self.carried:
-                u = self.upd.get(r)
-                if u is not None and u.kind == "mma" and _mma_chain(u, r) is not None:
-                    cur, ops = u, []
-                    while cur.kind == "mma":
-                        ops.append((cur.kids[1].digest, cur.kids[2].digest))
-                        cur = cur.kids[0]
-                    sets.add(tuple(ops))
-            seqs = list(sets)
+            seqs = list(set(self._chain_ops().values()))
             ok = True
             for i, x in enumerate(seqs):
                 for y in seqs[i + 1 :]:
@@ -800,6 +792,21 @@ class LoopSummary:
                         ok = False
             self._single = ok
         return self._single
+
+    def _chain_ops(self) -> dict[str, tuple[tuple[bytes, bytes], ...]]:
+        """register -> its MMA chain's (A, B) operand digests, last step first, for every
+        carried register an MMA chain updates (memoised)."""
+        if self._chains is None:
+            self._chains = {}
+            for r in self.carried:
+                u = self.upd.get(r)
+                if u is not None and u.kind == "mma" and _mma_chain(u, r) is not None:
+                    cur, ops = u, []
+                    while cur.kind == "mma":
+                        ops.append((cur.kids[1].digest, cur.kids[2].digest))
+                        cur = cur.kids[0]
+                    self._chains[r] = tuple(ops)
+        return self._chains
 
     def kgroups(self) -> dict[str, tuple[int, int, int]]:
         """register -> (G, L, rank) when the loop's MMA chains form G >= 2 k-groups, else {}.
@@ -814,15 +821,7 @@ class LoopSummary:
         """
         if self._kgroups is not None:
             return self._kgroups
-        chains: dict[str, tuple[tuple[bytes, bytes], ...]] = {}
-        for r in self.carried:
-            u = self.upd.get(r)
-            if u is not None and u.kind == "mma" and _mma_chain(u, r) is not None:
-                cur, ops = u, []
-                while cur.kind == "mma":
-                    ops.append((cur.kids[1].digest, cur.kids[2].digest))
-                    cur = cur.kids[0]
-                chains[r] = tuple(ops)
+        chains = self._chain_ops()
         regs = sorted(chains)
         parent = {r: r for r in regs}
 
