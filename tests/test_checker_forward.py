@@ -6,6 +6,7 @@ two kernels; a read that sees other data, or a slot the last generation did not 
 from __future__ import annotations
 
 import pytest
+from test_checker_helpers import ptx_walker
 
 from fixbits.checker.api import certified_equal, signature
 from fixbits.checker.forms import Poly
@@ -214,11 +215,7 @@ def digest(text: str, has_mma: bool) -> str:
     """The signature as a kernel with (or without) tensor-core MMAs gets it: the forwarding of a
     slot several threads fill is taken in GEMM epilogues only (elsewhere the balanced collapse
     and thread_roots.read_at take such slots, for less time)."""
-    from fixbits.checker.api import _ptx_walk
-    from fixbits.checker.ptx.parse import parse_ptx
-
-    (entry,) = parse_ptx(text)
-    sig, _ = _ptx_walk(text, entry, has_mma, 1, {}, None, ())
+    sig, _ = ptx_walker(text, has_mma)(())
     assert sig.fallback is None, sig.fallback
     return sig.digest
 

@@ -177,7 +177,9 @@ def ptx_kernel(params: list[str], ntid: int, body: str, *, target: str = "sm_90"
     )
 
 
-def corpus_family_inputs(name: str, dtype: str, monkeypatch: Any, tmp_path: Any) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
+def corpus_family_inputs(
+    name: str, dtype: str, monkeypatch: Any, tmp_path: Any
+) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
     """(family, its corpus module, its shape, CPU inputs of one ordinary draw) for a test that
     compiles a corpus kernel through Triton's own binder; Triton's cache goes to ``tmp_path``."""
     import importlib
@@ -212,3 +214,26 @@ def ptx_entry(params: Sequence[str], threads: int, *, regs: tuple[int, int, int]
         else:
             lines.append(f"\tld.param.b32 %r1, [k_param_{i}];")
     return "\n".join(lines) + "\n"
+
+
+def modelled(text: str, isa: str = "ptx") -> Any:
+    """The kernel's signature, asserting the walk modelled it (no fall-back to its text)."""
+    from fixbits.checker.api import signature
+
+    s = signature(text, isa)
+    assert s.fallback is None, s.fallback
+    return s
+
+
+def ptx_walker(text: str, has_mma: bool | None = None) -> Any:
+    """``label -> (signature, k-group loops)`` for the one entry of ``text``: api._ptx_walk under a
+    k-group labelling (``None``: such loops kept whole), as ``api.settle_kgroups`` drives it;
+    ``has_mma`` defaults to what api.ptx_signature reads from the text."""
+    import functools
+
+    from fixbits.checker.api import _ptx_walk
+    from fixbits.checker.ptx.parse import parse_ptx
+
+    (entry,) = parse_ptx(text)
+    mma = "mma" in text if has_mma is None else has_mma
+    return functools.partial(_ptx_walk, text, entry, mma, 1, {}, None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from test_checker_helpers import modelled, ptx_walker
 
 pytestmark = pytest.mark.unit
 triton = pytest.importorskip("triton")
@@ -78,37 +79,23 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, int, i
     return out
 
 
-def _sig(text: str) -> Any:
-    from fixbits.checker.api import signature
-
-    s = signature(text, "ptx")
-    assert s.fallback is None, s.fallback
-    return s
-
-
 def test_one_chunk_width_meets_across_tiles_warps_and_stages(compiled: dict) -> None:
-    a, b = _sig(compiled[(0, 64, 32, 4, 2)]), _sig(compiled[(0, 128, 32, 8, 3)])
+    a, b = modelled(compiled[(0, 64, 32, 4, 2)]), modelled(compiled[(0, 128, 32, 8, 3)])
     assert not a.physical and a.digest == b.digest
 
 
 def test_other_chunk_width_stays_apart(compiled: dict) -> None:
-    assert _sig(compiled[(0, 64, 32, 4, 2)]).digest != _sig(compiled[(0, 64, 64, 4, 2)]).digest
+    assert modelled(compiled[(0, 64, 32, 4, 2)]).digest != modelled(compiled[(0, 64, 64, 4, 2)]).digest
 
 
 def test_asymmetric_combinations_keep_the_loop_whole(compiled: dict) -> None:
     """2 acc + acc2 and acc + 2 acc2 are different functions; which group the walk ranks first
     is not a fact about K, so neither may use the folds."""
-    from fixbits.checker.api import _ptx_walk, settle_kgroups
-    from fixbits.checker.ptx.parse import parse_ptx
+    from fixbits.checker.api import settle_kgroups
 
     digests = {}
     for mix in (3, 4):
-        text = compiled[(mix, 64, 32, 4, 2)]
-        (entry,) = parse_ptx(text)
-
-        def walk(label: tuple[int, ...] | None, text: str = text, entry: Any = entry) -> Any:
-            return _ptx_walk(text, entry, "mma" in text, 1, {}, None, label)
-
+        walk = ptx_walker(compiled[(mix, 64, 32, 4, 2)])
         kept, loops = walk(None)
         assert loops == []
         folded, loops = walk(())
@@ -121,14 +108,9 @@ def test_asymmetric_combinations_keep_the_loop_whole(compiled: dict) -> None:
 
 
 def test_symmetric_sum_uses_the_folds(compiled: dict) -> None:
-    from fixbits.checker.api import _ptx_walk, settle_kgroups
-    from fixbits.checker.ptx.parse import parse_ptx
+    from fixbits.checker.api import settle_kgroups
 
-    text = compiled[(0, 64, 32, 4, 2)]
-    (entry,) = parse_ptx(text)
-
-    def walk(label: tuple[int, ...] | None) -> Any:
-        return _ptx_walk(text, entry, True, 1, {}, None, label)
+    walk = ptx_walker(compiled[(0, 64, 32, 4, 2)])
 
     folded, loops = walk(())
     assert loops == [2] and walk((1, 0))[0].digest == folded.digest
@@ -142,4 +124,4 @@ def test_symmetric_sum_uses_the_folds(compiled: dict) -> None:
     "every other tile (acc alone, acc2 alone) is certified equal to its twin on the other tiles",
 )
 def test_a_chain_over_every_other_tile_stays_apart(compiled: dict) -> None:
-    assert _sig(compiled[(1, 64, 32, 4, 2)]).digest != _sig(compiled[(2, 64, 32, 4, 2)]).digest
+    assert modelled(compiled[(1, 64, 32, 4, 2)]).digest != modelled(compiled[(2, 64, 32, 4, 2)]).digest

@@ -6,7 +6,7 @@ the box, the swizzle or the thread layout; a tile that is not proven so stays ph
 from __future__ import annotations
 
 import pytest
-from test_checker_helpers import ptx_kernel
+from test_checker_helpers import modelled, ptx_kernel
 
 from fixbits.checker.api import certified_equal, signature
 from fixbits.checker.signature import KernelSignature
@@ -89,8 +89,7 @@ def kernel(**kw: str) -> str:
 
 
 def sig(text: str) -> KernelSignature:
-    s = signature(text, "ptx")
-    assert s.fallback is None, s.fallback
+    s: KernelSignature = modelled(text)
     return s
 
 

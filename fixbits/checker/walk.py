@@ -361,8 +361,7 @@ class Walk:
         self.smem_version += 1
         if cond is None:
             raise Unsupported("loop without an exit condition")
-        summ = LoopSummary(self.depth + 1, pre_env, end2, cond, set(written) - set(ivs))
-        summ.kgroup_label = self.kgroup_label
+        summ = LoopSummary(self.depth + 1, pre_env, end2, cond, set(written) - set(ivs), self.kgroup_label)
         self.env = dict(pre_env)
         for r in written:
             if r in ivs:
@@ -663,7 +662,13 @@ class LoopSummary:
     """Canonical, register-name-free description of one loop's carried state."""
 
     def __init__(
-        self, depth: int, init: dict[str, Node], upd: dict[str, Node], cond: Node, carried: set[str]
+        self,
+        depth: int,
+        init: dict[str, Node],
+        upd: dict[str, Node],
+        cond: Node,
+        carried: set[str],
+        kgroup_label: tuple[int, ...] | None = None,
     ):
         self.depth = depth
         self.init = init
@@ -676,7 +681,7 @@ class LoopSummary:
         # keys depend only on the carried-register order: many outputs of one loop share it
         self._key_memo: dict[tuple[str, ...], Node] = {}
         self._rename_memo: dict[tuple[bytes, tuple[int, ...]], Node] = {}
-        self.kgroup_label: tuple[int, ...] | None = None  # (Walk.kgroup_label)
+        self.kgroup_label = kgroup_label  # (Walk.kgroup_label; None: no k-group folds)
         self.kgroup_used = 0  # the group count, once out() has made a k-group fold
         self._kgroups: dict[str, tuple[int, int, int]] | None = None
         self._chains: dict[str, tuple[tuple[bytes, bytes], ...]] | None = None

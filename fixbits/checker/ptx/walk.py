@@ -1452,6 +1452,7 @@ class PTXWalk(Walk):
             end = base + nb
             last = (base, nb, j)
             bmap[base] = (j, t, 0)  # reads start where a store starts (_fwd_read), so only starts are kept
+        envs = self._fwd_envs(n) if same else []
         for base, others in same.items():
             # several threads of one store write one slot: the bytes are known only when they all
             # store one tree (a butterfly total every lane of a quad holds), whichever lands last
@@ -1459,7 +1460,6 @@ class PTXWalk(Walk):
             v = gen[j].value
             if not fwd.renamable(v, self._fwd_memo_shfl, True):
                 return None
-            envs = self._fwd_envs(n)
             want = fwd.concretize(v, envs[t], {}).digest
             if any(fwd.concretize(v, envs[u], {}).digest != want for u in others):
                 return None
