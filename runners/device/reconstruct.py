@@ -321,13 +321,14 @@ def main(argv: list[str] | None = None) -> int:
     lt = _DryLt() if dry else None
     summaries: dict[str, Any] = {}
     lib_version = ""
-    if args.seed_profiles:
-        if lt is not None:
-            lib_version = str(lt.version)
-        else:
-            from fixbits.cublas.lt import CublasLt
+    if lt is not None:
+        lib_version = str(lt.version)
+    else:
+        from fixbits.cublas.lt import CublasLt
 
-            lib_version = str(CublasLt().version)
+        lt0 = CublasLt()
+        lib_version = str(lt0.version)
+        log(f"cuBLASLt {lib_version} through {lt0.api_kind}")  # nvmath, or the ctypes layer without it
     sweep_s = args.sweep_share * args.budget_s
     recon_end = deadline - sweep_s
     if not args.profiles:

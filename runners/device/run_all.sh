@@ -8,7 +8,12 @@
 #   that belongs inside one argument as %2C: matmul_check:300:--pairs,bf16:fp32%2Cfp16:fp32)
 set -u
 if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  # one wheel at a time: .whl may hold builds for several Pythons (cp311, cp312), and pip refuses
+  # the whole list when one of them does not fit this interpreter
+  for w in .whl/*.whl; do
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$w" \
+      2>/dev/null || echo "=== wheel skipped (not for $(python3 -V)): $w"
+  done
   export PYTHONPATH=/tmp/site:$PWD
 else
   export PYTHONPATH=$PWD
