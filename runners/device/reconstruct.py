@@ -326,9 +326,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from fixbits.cublas.lt import CublasLt
 
-        lt0 = CublasLt()
-        lib_version = str(lt0.version)
-        log(f"cuBLASLt {lib_version} through {lt0.api_kind}")  # nvmath, or the ctypes layer without it
+        try:
+            lt0 = CublasLt()
+        except Exception as exc:  # noqa: BLE001
+            if args.seed_profiles:  # the profiles to resume are named by the library's version
+                raise
+            log(f"cuBLASLt not loaded: {type(exc).__name__}: {exc}")  # each pair then reports its own error
+        else:
+            lib_version = str(lt0.version)
+            log(f"cuBLASLt {lib_version} through {lt0.api_kind}")  # nvmath, or the ctypes layer without it
     sweep_s = args.sweep_share * args.budget_s
     recon_end = deadline - sweep_s
     if not args.profiles:
