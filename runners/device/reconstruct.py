@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         cs = again + [c for c in cs if (c.m, c.n, c.k) not in known]
     prio = [(c.m, c.n, c.k) for c in cs]
     prio_real = [(c.m, c.n, c.k) for c in cs if c.which in ("realistic", "recheck")]
-    lt = _DryLt() if dry else None
+    lt: Any = _DryLt() if dry else None
     summaries: dict[str, Any] = {}
     lib_version = ""
     if lt is not None:
@@ -327,14 +327,14 @@ def main(argv: list[str] | None = None) -> int:
         from fixbits.cublas.lt import CublasLt
 
         try:
-            lt0 = CublasLt()
+            lt = CublasLt()  # one handle for every pair's scan and the sweep
         except Exception as exc:  # noqa: BLE001
             if args.seed_profiles:  # the profiles to resume are named by the library's version
                 raise
             log(f"cuBLASLt not loaded: {type(exc).__name__}: {exc}")  # each pair then reports its own error
         else:
-            lib_version = str(lt0.version)
-            log(f"cuBLASLt {lib_version} through {lt0.api_kind}")  # nvmath, or the ctypes layer without it
+            lib_version = str(lt.version)
+            log(f"cuBLASLt {lib_version} through {lt.api_kind}")  # nvmath, or the ctypes layer without it
     sweep_s = args.sweep_share * args.budget_s
     recon_end = deadline - sweep_s
     if not args.profiles:

@@ -11,8 +11,8 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   # one wheel at a time: .whl may hold builds for several Pythons (cp311, cp312), and pip refuses
   # the whole list when one of them does not fit this interpreter
   for w in .whl/*.whl; do
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$w" \
-      2>/dev/null || echo "=== wheel skipped (not for $(python3 -V)): $w"
+    got=$(python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$w" 2>&1) \
+      || echo "=== wheel skipped ($(python3 -V)): $w: $(printf '%s\n' "$got" | tail -n 1)"
   done
   export PYTHONPATH=/tmp/site:$PWD
 else

@@ -132,7 +132,7 @@ class PTXWalk(Walk):
         self._fwd_env_cache: list[dict[str, int]] | None = None
         self._fwd_memo: dict[bytes, bool] = {}
         self._fwd_memo_shfl: dict[bytes, bool] = {}
-        self._fwd_reads: dict[tuple, Node | None] = {}  # (generation key, addresses, bytes) -> read
+        self._fwd_reads: dict[tuple, Node | None] = {}  # (generation key, addresses, bytes, shfl) -> read
         self._fwd_gen_keys: dict[int, tuple[list[SmemEntry], bytes]] = {}
         # device-side TMA descriptors: fields per shared-memory template and per global copy
         self.tmap_tpl: dict[tuple, dict[tuple[str, int | None], Node]] = {}
@@ -1513,24 +1513,6 @@ class PTXWalk(Walk):
             c = self._fwd_env_cache = [{f"tx{i}": (t >> i) & 1 for i in range(n)} for t in range(1 << n)]
         return c
 
-    def _fwd_read(
-        self,
-        gen: list[SmemEntry],
-        bmap: dict[int, tuple[int, int, int]],
-        addrs: list[int],
-        nbytes: int,
-        shfl: bool = False,
-    ) -> Node | None:
-        """_fwd_read_uncached, memoised: a read is a pure function of the generation's stores
-        (which also decide ``bmap``), the addresses and the size; unrolled code and the two passes
-        over a loop body repeat reads of one generation."""
-        key = (self._fwd_gen_key(gen), tuple(addrs), nbytes, shfl)
-        memo = self._fwd_reads
-        if key in memo:
-            return memo[key]
-        res = memo[key] = self._fwd_read_uncached(gen, bmap, addrs, nbytes, shfl)
-        return res
-
     def _fwd_gen_key(self, gen: list[SmemEntry]) -> bytes:
         """A digest of what a generation's byte map and values are built from (kept with the
         list, so its id is not reused)."""
@@ -1552,7 +1534,7 @@ class PTXWalk(Walk):
         self._fwd_gen_keys[id(gen)] = (gen, k)
         return k
 
-    def _fwd_read_uncached(
+    def _fwd_read(
         self,
         gen: list[SmemEntry],
         bmap: dict[int, tuple[int, int, int]],
@@ -1564,7 +1546,17 @@ class PTXWalk(Walk):
         of that size, or whole equal-sized stores concatenated (lowest address first).
         ``shfl``: stored values may hold full-warp butterflies (forward.renamable): taken for a
         layout conversion (ldmatrix), and for a shared read whose history the balanced
-        collapse and thread_roots.read_at cannot see past (forward_ld)."""
+        collapse and thread_roots.read_at cannot see past (forward_ld).
+
+        Memoised: a read is a pure function of the generation's stores (which also decide
+        ``bmap``), the addresses, the size and ``shfl``; unrolled code and the two passes over a
+        loop body repeat reads of one generation. The entry holds None until the read is
+        built, which is what every early return gives."""
+        key = (self._fwd_gen_key(gen), tuple(addrs), nbytes, shfl)
+        reads = self._fwd_reads
+        if key in reads:
+            return reads[key]
+        reads[key] = None
         n = len(addrs).bit_length() - 1
         envs_by_t = self._fwd_envs(n)
         bits = [f"tx{i}" for i in range(n)]
@@ -1606,7 +1598,8 @@ class PTXWalk(Walk):
                 packed = packs[pk] = mk_pack(pieces, 8 * w)
             trees.append(packed)
             tids.append(-1)
-        return fwd.interpolate(trees, tids, bits, {})
+        got = reads[key] = fwd.interpolate(trees, tids, bits, {})
+        return got
 
     def forward_ld(self, a: Poly, nbytes: int, count: int) -> list[Node] | None:
         """ld.shared of ``count`` registers of ``nbytes`` from this thread's own address."""
