@@ -83,6 +83,27 @@ def _nvidia_indices() -> tuple[str, ...]:
     return tuple(str(i) for i in range(len(list(gpus.iterdir())))) if gpus.is_dir() else ()
 
 
+def gpu_memory_gib(index: int = 0) -> float | None:
+    """Total memory of one NVIDIA GPU from nvidia-smi, without a CUDA context: a runner sizes its
+    probing processes' shares before any of them opens the GPU (an H100 has 80 GB, an H200 141)."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        proc = subprocess.run(
+            ["nvidia-smi", f"--id={index}", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    first = proc.stdout.strip().splitlines()[:1]
+    if proc.returncode != 0 or not first or not first[0].strip().isdigit():
+        return None
+    return int(first[0].strip()) / 1024  # MiB
+
+
 def _amd_indices() -> tuple[str, ...]:
     """GPU nodes of the KFD topology (a CPU node has gpu_id 0)."""
     nodes = Path("/sys/class/kfd/kfd/topology/nodes")

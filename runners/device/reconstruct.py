@@ -78,7 +78,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profiles", default=None, help="use these profiles for the sweep (skip part 1)")
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2),
                    help="processes probing answers in parallel (each has its own CUDA context and a "
-                        "1/W share of 110 GiB of GPU memory per call, at least 8 GiB: 14 on the H200 host)")
+                        "1/W share of 0.78 of the GPU's memory per call, at least 8 GiB: 14 on the H200 host)")
     p.add_argument("--check-workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     p.add_argument("--check", default=None, metavar="DIR", help="CPU: finish the sweep checks of a device run")
     p.add_argument("--only-unchecked", action="store_true",
@@ -296,8 +296,14 @@ def main(argv: list[str] | None = None) -> int:
     prof_dir.mkdir(parents=True, exist_ok=True)
     deadline = t0 + args.budget_s
     workers = 1 if dry else args.workers
-    # each probing process gets its share of the GPU's memory
-    os.environ.setdefault("FIXBITS_MAX_CALL_GIB", str(max(8, int(110 / max(1, workers)))))
+    # each probing process gets its share of the GPU's memory: 0.78 of it in all (110 GiB of the
+    # H200's 140, 62 of the H100's 80), the rest left to contexts, workspaces and fragmentation
+    from fixbits.workers import gpu_memory_gib
+
+    total_gib = gpu_memory_gib() or 140.0
+    os.environ.setdefault("FIXBITS_MAX_CALL_GIB", str(max(8, int(0.78 * total_gib / max(1, workers)))))
+    print(f"GPU memory {total_gib:.0f} GiB: each of {workers} probing processes may take "
+          f"{os.environ['FIXBITS_MAX_CALL_GIB']} GiB per call", flush=True)
 
     from fixbits.probe.reconstruct import reconstruct
     from fixbits.probe.sweep import Checker, collect
