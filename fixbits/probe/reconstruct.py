@@ -826,7 +826,8 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
                 profile_launch: bool = True, per_answer_s: float = 60.0, workers: int = 1,
                 priority_shapes: list[tuple[int, int, int]] | None = None,
                 scan_shapes: list[tuple[int, int, int]] | None = None,
-                hints: dict[str, Any] | None = None, only: list[str] | None = None) -> dict[str, Any]:
+                hints: dict[str, Any] | None = None, only: list[str] | None = None,
+                device_label: str = "") -> dict[str, Any]:
     """The whole pipeline on the local GPU; returns a summary dict (also written as JSON).
     ``lt`` / ``backend`` replace cuBLASLt (tests pass a fake heuristic and the emulator).
 
@@ -839,6 +840,8 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
     first predicted from them (verified by draws), probed only when none holds.
     ``only`` (answer-key patterns, see ``key_selector``) restricts the work to those answers:
     a re-probe of one family gets the whole budget and the GPU to itself.
+    ``device_label`` (the GPU's name) goes into the note of every entry this run adds: the shape ->
+    answer map is the device's own, so an entry says which card first verified it.
     """
     import heapq
 
@@ -911,6 +914,8 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
             variants = tuple(KVariant(v["k_min"], v["k_max"], GEMMDesc.from_dict(v["desc"]), tuple(v["shape"]),
                                       n1=v.get("n1")) for v in r.get("variants", []))
             note = r.get("note", "") or (("mismatch at " + ", ".join(r["bad"])) if r["bad"] else "")
+            if device_label:
+                note = f"{note}; verified on {device_label}" if note else f"verified on {device_label}"
             entries[key] = ProfileEntry(key, desc, tuple(r["rep"]), r["good"], r["group_size"], tuple(r["kernels"]),
                                         note=note, variants=variants)  # type: ignore[arg-type]
             failed.pop(key, None)

@@ -341,6 +341,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             lib_version = str(lt.version)
             log(f"cuBLASLt {lib_version} through {lt.api_kind}")  # nvmath, or the ctypes layer without it
+    device_label = ""
+    if not dry:
+        import torch
+
+        device_label = torch.cuda.get_device_name()
+        log(f"device: {device_label}")
     sweep_s = args.sweep_share * args.budget_s
     recon_end = deadline - sweep_s
     if not args.profiles:
@@ -363,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
                     priority_shapes=prio if od == "fp32" or args.narrow_sweep == "all" else prio_real,
                     backend=_dry_backend(lt, dt, od) if dry else None, profile_launch=not dry,
                     scan_shapes=[(m, n, k) for m in (3, 16, 40) for n in (2, 24) for k in (96, 200, 333, 500, 613)]
-                    if dry else None, hints=hints)
+                    if dry else None, hints=hints, device_label=device_label)
             except Exception as exc:  # noqa: BLE001
                 summaries[f"{dt}->{od}"] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc(limit=5)}
                 log(f"[{dt}->{od}] reconstruct crashed: {exc}")
