@@ -143,3 +143,40 @@ def test_a_store_signed_by_another_checker_is_refused(store: Path, tmp_path: Pat
     )  # fmt: skip
     assert got.returncode == 2, got.stderr[-2000:]
     assert "1 of" in got.stderr and "--resign" in got.stderr
+
+
+def test_checker_version_covers_what_signs_and_only_that() -> None:
+    """The version is a digest of the modules ``api.signature`` imports (transitively): the walk
+    and tree modules are in it; the store, build, prune and gate modules are not, so editing them
+    leaves a signed store current."""
+    from fixbits.checker.aot_build import signing_sources
+
+    names = {p.relative_to(ROOT / "fixbits" / "checker").as_posix() for p in signing_sources()}
+    assert {"api.py", "walk.py", "node.py", "forms.py", "signature.py", "balanced.py", "ptx/walk.py",
+            "ptx/parse.py", "gcn/walk.py", "gcn/parse.py"} <= names
+    assert not names & {"aot_build.py", "aot_store.py", "prune.py", "soundness.py", "partition.py", "cli.py",
+                        "compile.py"}
+
+
+def test_preflight_reads_a_packed_store(store: Path, tmp_path: Path) -> None:
+    """--preflight answers from the archive the device call will carry, without unpacking it:
+    rc 0 when this checker signed every kernel, 2 with the count when not."""
+    import tarfile
+
+    good = tmp_path / "good.tar.xz"
+    with tarfile.open(good, "w:xz") as tf:
+        tf.add(store / "kernels.jsonl", arcname="store/kernels.jsonl")
+    rows = [json.loads(x) for x in (store / "kernels.jsonl").read_text().splitlines()]
+    rows[-1]["checker"] = "f" * 16
+    stale = tmp_path / "kernels.jsonl"
+    stale.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    bad = tmp_path / "bad.tar.xz"
+    with tarfile.open(bad, "w:xz") as tf:
+        tf.add(stale, arcname="store/kernels.jsonl")
+    for archive, rc, words in ((good, 0, "0 signed by another"), (bad, 2, "1 signed by another")):
+        got = subprocess.run(
+            [sys.executable, str(RUNNER), "--out", str(tmp_path / "o"), "--aot", str(archive), "--preflight"],
+            capture_output=True, text=True, cwd=ROOT,
+        )  # fmt: skip
+        assert got.returncode == rc, got.stdout + got.stderr[-2000:]
+        assert words in got.stdout

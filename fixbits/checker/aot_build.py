@@ -118,12 +118,42 @@ def build(tasks: list[dict[str, Any]], store: str, ptx_dir: str | None, budget_s
     return 0
 
 
+def signing_sources() -> list[Path]:
+    """The checker's modules that ``api.signature`` reaches (its static import closure inside
+    fixbits.checker): the ones whose edit can change a signature. The store, build, prune and
+    gate modules are not among them, so editing those keeps a store's signatures current."""
+    import ast
+
+    root = Path(__file__).resolve().parent
+
+    def files_of(module: str) -> list[Path]:
+        base = root.joinpath(*module.split(".")[2:])  # fixbits.checker.<a>.<b> -> <a>/<b>
+        return [f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()]
+
+    todo, seen = [root / "api.py"], set()
+    while todo:
+        f = todo.pop()
+        if f in seen or not f.is_file():
+            continue
+        seen.add(f)
+        for node in ast.walk(ast.parse(f.read_text())):
+            mods: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                mods = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            for m in mods:
+                if m == "fixbits.checker" or m.startswith("fixbits.checker."):
+                    todo.extend(files_of(m))
+    return sorted(seen)
+
+
 def checker_version() -> str:
-    """A digest of the checker's own sources: a signature stored in the AOT store is only this
-    checker's verdict when the version it was made with matches."""
+    """A digest of the sources that make a signature (``signing_sources``): a signature stored
+    in the AOT store is only this checker's verdict when the version it was made with matches."""
     root = Path(__file__).resolve().parent
     h = hashlib.blake2b(digest_size=8)
-    for f in sorted(root.rglob("*.py")):
+    for f in signing_sources():
         h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -136,6 +166,23 @@ def stale_signatures(store: str | Path) -> tuple[int, int]:
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     mine = checker_version()
     return sum(r.get("checker") != mine for r in rows), len(rows)
+
+
+def stale_in_archive(archive: str | Path) -> tuple[int, int]:
+    """stale_signatures of a packed store (.tar, .tar.gz, .tar.xz), read without unpacking it: the
+    check to run here before a device call carries the archive, since the device refuses a store
+    another checker signed (a checker edit after the last --resign makes every signature stale)."""
+    import tarfile
+
+    mine = checker_version()
+    with tarfile.open(archive) as tf:
+        for member in tf:
+            if member.isfile() and Path(member.name).name == "kernels.jsonl":
+                fh = tf.extractfile(member)
+                assert fh is not None
+                rows = [json.loads(x) for x in fh.read().decode().splitlines() if x.strip()]
+                return sum(r.get("checker") != mine for r in rows), len(rows)
+    return 0, 0
 
 
 def resign(store: str, ptx_dir: str) -> int:

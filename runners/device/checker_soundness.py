@@ -255,8 +255,24 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --build-aot and --ptx-dir: re-sign the store's kernels and exit",
     )
+    ap.add_argument(
+        "--preflight",
+        action="store_true",
+        help="with --aot: say whether this checkout's checker signed the store (or its archive) and exit; "
+        "run it here before a device call",
+    )
     args = ap.parse_args(argv)
     t_start = time.time()
+    if args.preflight:
+        from fixbits.checker.aot_build import stale_in_archive, stale_signatures
+
+        if not args.aot:
+            ap.error("--preflight needs --aot STORE (a folder or its .tar.xz)")
+        packed = args.aot.endswith((".tar.xz", ".tar.gz", ".tar"))
+        stale, total = stale_in_archive(args.aot) if packed else stale_signatures(args.aot)
+        verdict = "current" if total and not stale else "STALE: re-sign and repack it" if stale else "EMPTY"
+        print(f"{args.aot}: {total} kernels, {stale} signed by another checker version: {verdict}")
+        return 0 if total and not stale else 2
     os.makedirs(args.out, exist_ok=True)
 
     from fixbits.checker.soundness import GroupStats, cases, gate_meta, interleave, load_families, partition
