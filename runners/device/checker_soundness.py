@@ -20,7 +20,12 @@ Compiling is what costs device time, so the configs can be compiled here on CPU 
 each kernel's checker signature). On the device, ``--aot .aot/store.tar.xz`` unpacks it and
 serves the JIT's compile requests from it; a miss compiles as before, so a stale store only
 costs time. ``--resign`` re-signs the store from the kept PTX after a checker change; a store
-whose signatures another version of the checker made is refused until it is re-signed.
+whose signatures another version of the checker made is refused until it is re-signed. The
+version is a digest of the modules ``signature()`` imports (``aot_build.signing_sources``), so
+an edit to the walk after the last re-sign makes the store stale; check the archive here before
+the device call carries it (rc 2 when stale):
+
+    python3 runners/device/checker_soundness.py --out /tmp/x --aot .aot/store.tar.xz --preflight
 """
 
 from __future__ import annotations
