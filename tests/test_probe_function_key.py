@@ -77,3 +77,39 @@ def test_offline_prediction_counts_one_function_once() -> None:
     first = [BASE.replace(k_loop_step=s, residue="first") for s in (32, 64)]
     kept, merged = mod.one_per_function(first + last, "a24-t15-s11-r4-w0-c0-g0")  # STAGES_ID 0: no step
     assert merged and kept == [*first, last[0]]
+
+
+PART_DTYPES = [("fp32", "fp32"), ("fp16", "fp32"), ("fp32", "fp16"), ("fp16", "fp16")]
+
+
+@pytest.mark.parametrize("out", ["fp16", "fp32"])
+@pytest.mark.parametrize("kind", ["ordinary", "wide"])
+def test_part_dtypes_of_a_single_pass_are_one_function(out: str, kind: str) -> None:
+    """With no K cut there are no parts: partial_dtype and merge_dtype are read nowhere, so
+    the readings that differ only there (what phase B left ambiguous for a23-t5-s1 in s18) key
+    as one, draw_classes serves them with one emulation, and the emulator agrees bit for bit."""
+    from fixbits.probe.recover import draw_classes
+
+    base = BASE.replace(out_dtype=out, k_loop_step=128, residue="first")
+    readings = [base.replace(partial_dtype=p, merge_dtype=m) for p, m in PART_DTYPES]
+    assert len({function_key(d) for d in readings}) == 1
+    for k in KS:
+        assert draw_classes(readings, k) == [list(range(len(readings)))]
+        first = _bits_at(readings[0], k, kind, 500 + k)
+        for d in readings[1:]:
+            assert np.array_equal(_bits_at(d, k, kind, 500 + k), first), (
+                f"seed {500 + k}: K={k} partial {d.partial_dtype} merge {d.merge_dtype} parts from fp32/fp32"
+            )
+
+
+def test_part_dtypes_of_a_split_stay_apart_and_do_part() -> None:
+    """With a K cut the parts are rounded to partial_dtype: the key keeps the readings apart, and
+    on a K that splits, the emulator shows fp16 partials parting from fp32 ones."""
+    from fixbits.probe.recover import draw_classes
+
+    split = BASE.replace(k_cuts=(KCut("contiguous", count=3),))
+    a, b = split, split.replace(partial_dtype="fp16")
+    assert function_key(a) != function_key(b)
+    assert draw_classes([a, b], 300) == [[0], [1]]
+    parted = [k for k in KS if k >= 3 and not np.array_equal(_bits_at(a, k, "ordinary", 90 + k), _bits_at(b, k, "ordinary", 90 + k))]
+    assert parted, "fp16 and fp32 partials gave equal bits at every K tried; the draws have no power"

@@ -350,11 +350,21 @@ def function_key(desc: GEMMDesc) -> GEMMDesc:
     """Equal for two descriptors that give the same bits at every K, by structure: with the
     residue turn last, the K-loop step places nothing (every chain is cut into instruction
     groups from its start, the short group last, whatever the step), so it is set to
-    instruction_k. A key may split descriptors that are one function, never merge two that are
-    not."""
+    instruction_k; with no K cut there are no parts to round or merge, so partial_dtype and
+    merge_dtype are set to the accumulator's. A key may split descriptors that are one
+    function, never merge two that are not."""
     if desc.residue == "last" and desc.k_loop_step != desc.instruction_k:
-        return desc.replace(k_loop_step=desc.instruction_k)
-    return desc
+        desc = desc.replace(k_loop_step=desc.instruction_k)
+    return without_part_dtypes(desc)
+
+
+def without_part_dtypes(desc: GEMMDesc) -> GEMMDesc:
+    """``desc`` with partial_dtype and merge_dtype set to acc_dtype when it has no K cut: the
+    tree (canonical_tree) and the emulator read them only where a cut's parts are rounded and
+    merged, so a single-pass descriptor is one function whatever they say."""
+    if desc.k_cuts or (desc.partial_dtype == desc.acc_dtype and desc.merge_dtype == desc.acc_dtype):
+        return desc
+    return desc.replace(partial_dtype=desc.acc_dtype, merge_dtype=desc.acc_dtype)
 
 
 def equivalent_on(a: GEMMDesc, b: GEMMDesc, k: int) -> bool:

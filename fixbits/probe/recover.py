@@ -26,7 +26,7 @@ import numpy as np
 from fixbits.desc import GEMMDesc, KCut
 from fixbits.probe import candidates as C
 from fixbits.probe.placements import Call, Placement
-from fixbits.probe.plan import addresses, canonical_tree, predict_many
+from fixbits.probe.plan import addresses, canonical_tree, predict_many, without_part_dtypes
 from fixbits.probe.walks import Session, WalkRecord, dropped_tail, group_start, rn_start
 
 DTYPE_PAIRS = tuple(itertools.product(("fp32", "fp16", "bf16"), repeat=2))
@@ -318,7 +318,8 @@ def _draw_key(d: GEMMDesc, k: int, j: int, *, trees: bool = True) -> Any:
     map does not record: such a desc keys on its index ``j`` alone (never merged)."""
     from fixbits.numerics.blocks import model_for
 
-    rest = dataclasses.replace(d, k_cuts=(), k_loop_step=d.instruction_k, residue="last")
+    # (a desc without cuts keys as one whatever its part dtypes say: nothing reads them)
+    rest = dataclasses.replace(without_part_dtypes(d), k_cuts=(), k_loop_step=d.instruction_k, residue="last")
     if d.instruction != "fma" and d.instruction_k > model_for(d.arch, d.instruction, d.in_dtype).L:
         return ("alone", j)
     if trees and k <= 4096:
