@@ -118,6 +118,11 @@ def one(item: tuple[tuple[str, str, str], list[dict[str, Any]]]) -> dict[str, An
 
         alive = prefer_step(alive, key)
         res["stage_rule"] = len(alive) == 1
+    if len(alive) > 1:  # readings that are one function on every K from the least to the most recorded
+        ks = [r["k"] for r in recs]
+        if one_function_on(alive, min(ks), max(ks)):
+            alive = alive[:1]
+            res["k_range"] = [min(ks), max(ks)]
     if len(alive) != 1:
         # the readings left, for a device run on shapes where they part (step_candidates.py)
         readings = [d.to_dict() for d in alive]
@@ -151,6 +156,23 @@ def fitting(cands: list[Any], rec: dict[str, Any]) -> list[Any]:
         if check_one(rec, cands[members[0]].to_dict(), None)["mismatches"] == 0:
             keep += members
     return [cands[j] for j in sorted(keep)]
+
+
+RANGE_WORK = 40_000_000  # K summed over the range times readings: the most one_function_on checks
+
+
+def one_function_on(readings: list[Any], k_lo: int, k_hi: int) -> bool:
+    """Whether the readings give the same bits at every K in [k_lo, k_hi] (one class of
+    fixbits.probe.recover.draw_classes at each: equal canonical trees, or equal address maps past
+    K 4096, which may split equal readings but never merge two that differ). Readings that part
+    only outside the recorded K range are then one function where the answer was seen: an
+    entry restricted to that range (a K variant) is exact on it, and a K outside it stays out
+    of the profile. False without checking when the range is too long to check."""
+    from fixbits.probe.recover import draw_classes
+
+    if (k_hi - k_lo + 1) * (k_lo + k_hi) // 2 * len(readings) > RANGE_WORK:
+        return False
+    return all(len(draw_classes(readings, k)) == 1 for k in range(k_lo, k_hi + 1))
 
 
 def one_per_function(readings: list[Any], key: str) -> tuple[list[Any], bool]:
@@ -230,7 +252,7 @@ def predict(
 
 def apply(path: Path, run: str) -> None:
     from fixbits.desc import GEMMDesc
-    from fixbits.probe.profile import PROFILE_DIR, ProfileEntry
+    from fixbits.probe.profile import PROFILE_DIR, KVariant, ProfileEntry
 
     profs = _profiles()
     n = kept = conflicts = 0
@@ -257,8 +279,15 @@ def apply(path: Path, run: str) -> None:
             f"{len(r['held_out'])} held-out shapes against the H200's recorded cuBLAS cells (run {run})"
         )
         first = r["selection"][0]
+        desc = GEMMDesc.from_dict(r["desc"])
+        variants: tuple[KVariant, ...] = ()
+        if r.get("k_range"):  # the readings part outside it: the entry holds on that range only
+            lo, hi = r["k_range"]
+            variants = (KVariant(lo, hi, desc, tuple(first)),)
+            note += (f"; the readings the recorded shapes left are one function on K {lo}..{hi} (equal canonical "
+                     "trees at every K), so the entry holds there only")
         pr.entries[r["key"]] = ProfileEntry(
-            r["key"], GEMMDesc.from_dict(r["desc"]), tuple(first), len(r["held_out"]), r["shapes"], (), note
+            r["key"], desc, tuple(first), len(r["held_out"]), r["shapes"], (), note, variants
         )
         pr.failed.pop(r["key"], None)  # the recorded bytes settle what the device probe could not
         n += 1
