@@ -57,6 +57,14 @@ def main() -> int:
     ap.add_argument("--max-mnk", type=float, default=1.5e8, help="largest M*N*K screened (emulation cost)")
     ap.add_argument("--bases", type=int, default=2, help="recorded shapes per entry, cheapest first")
     ap.add_argument("--ambiguous", action="store_true", help="FINDINGS is predict_offline.py's results")
+    ap.add_argument(
+        "--seed-search",
+        type=int,
+        default=0,
+        metavar="R",
+        help="with --ambiguous, narrow outputs: also try row seeds 0..R-1 at each recorded shape itself (its K "
+        "reached the answer) for a spike draw on which every two readings part",
+    )
     args = ap.parse_args()
     if args.ambiguous:
         rows = ambiguous_rows(args)
@@ -182,7 +190,49 @@ def ambiguous_rows(args: Any) -> list[dict[str, Any]]:
             rows.append({"pair": pair, "set": "ambiguous", "m": m, "n": n, "k": k, "answer": r["key"],
                          "seed": case_seed(pair, m, n, k), "outcome": "mismatch", "desc_hash": "",
                          "share_differing": round(share, 4)})  # fmt: skip
+        if spiked and args.seed_search and not found:
+            for m, n, k in bases[: args.bases]:
+                got = parting_seed(readings, m, n, k, dt, args.seed_search)
+                what = f"seed {got[0]} tells {got[1]} of {got[2]} reading classes apart" if got else "found none"
+                print(f"{r['key']} {dt}->{od} {m}x{n}x{k}: seed search {what}", flush=True)
+                if got:
+                    rows.append({"pair": f"{dt}->{od}", "set": "ambiguous_seed", "m": m, "n": n, "k": k,
+                                 "answer": r["key"], "seed": got[0], "outcome": "mismatch", "desc_hash": "",
+                                 "share_differing": round(got[1] / got[2], 4)})  # classes told apart  # fmt: skip
+                    break
     return rows
+
+
+SEARCH_ROWS, SEARCH_COLS = 32, 8  # output cells emulated per seed and class (rows of A, columns of B)
+
+
+def parting_seed(readings: list[Any], m: int, n: int, k: int, dt: str, seeds: int) -> tuple[int, int, int] | None:
+    """(row seed, readings told apart, classes of readings at K) for the seed in 0..seeds-1 whose
+    spike draw (matmul_replay's draw 2 of that row seed: the same bits on any device) gives the
+    most classes of readings (fixbits.probe.recover.draw_classes) distinct bits on the emulated
+    cells; the search stops at the first seed that tells every class apart. None when the
+    readings are one class at K or no seed tells any two apart. K stays the recorded one, which
+    is known to reach the answer."""
+    from matmul_check import draw_operands
+
+    from fixbits.emulate import emulate
+    from fixbits.kernels.backend import to_numpy
+    from fixbits.numerics.formats import bits
+    from fixbits.probe.recover import draw_classes
+
+    reps = [readings[c[0]] for c in draw_classes(readings, k)]
+    if len(reps) < 2:
+        return None
+    best: tuple[int, int, int] | None = None
+    for seed in range(seeds):
+        a, b = (to_numpy(x, dt) for x in draw_operands(m, n, k, dt, seed, 2, device="cpu", spikes=True))
+        a, b = a[:SEARCH_ROWS], b[:, :SEARCH_COLS]
+        told = len({bits(emulate(x.at_k(k), a, b)).tobytes() for x in reps})
+        if told > 1 and (best is None or told > best[1]):
+            best = (seed, told, len(reps))
+            if told == len(reps):
+                break
+    return best
 
 
 if __name__ == "__main__":
