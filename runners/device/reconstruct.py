@@ -298,12 +298,14 @@ def main(argv: list[str] | None = None) -> int:
     workers = 1 if dry else args.workers
     # each probing process gets its share of the GPU's memory: 0.78 of it in all (110 GiB of the
     # H200's 140, 62 of the H100's 80), the rest left to contexts, workspaces and fragmentation
-    from fixbits.workers import gpu_memory_gib
+    if not dry:
+        from fixbits.workers import NVIDIA_VAR, gpu_memory_gib, parse_visible
 
-    total_gib = gpu_memory_gib() or 140.0
-    os.environ.setdefault("FIXBITS_MAX_CALL_GIB", str(max(8, int(0.78 * total_gib / max(1, workers)))))
-    print(f"GPU memory {total_gib:.0f} GiB: each of {workers} probing processes may take "
-          f"{os.environ['FIXBITS_MAX_CALL_GIB']} GiB per call", flush=True)
+        visible = parse_visible(os.environ.get(NVIDIA_VAR, "0"))  # the card this process will open
+        total_gib = gpu_memory_gib(int(visible[0]) if visible and visible[0].isdigit() else 0) or 140.0
+        os.environ.setdefault("FIXBITS_MAX_CALL_GIB", str(max(8, int(0.78 * total_gib / max(1, workers)))))
+        print(f"GPU memory {total_gib:.0f} GiB: each of {workers} probing processes may take "
+              f"{os.environ['FIXBITS_MAX_CALL_GIB']} GiB per call", flush=True)
 
     from fixbits.probe.reconstruct import reconstruct
     from fixbits.probe.sweep import Checker, collect
