@@ -64,21 +64,23 @@ def parse_visible(value: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _nvidia_smi(*args: str) -> list[str] | None:
+    """The stripped output lines of ``nvidia-smi ARGS`` (no CUDA context), or None when it is
+    missing, fails or hangs."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        proc = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [line.strip() for line in proc.stdout.splitlines()] if proc.returncode == 0 else None
+
+
 def _nvidia_indices() -> tuple[str, ...]:
     """GPU indices from nvidia-smi (no CUDA context), else from the driver's /proc list."""
-    if shutil.which("nvidia-smi"):
-        try:
-            proc = subprocess.run(
-                ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=False,
-            )
-            if proc.returncode == 0:
-                return tuple(line.strip() for line in proc.stdout.splitlines() if line.strip().isdigit())
-        except (OSError, subprocess.SubprocessError):
-            pass
+    lines = _nvidia_smi("--query-gpu=index", "--format=csv,noheader")
+    if lines is not None:
+        return tuple(line for line in lines if line.isdigit())
     gpus = Path("/proc/driver/nvidia/gpus")
     return tuple(str(i) for i in range(len(list(gpus.iterdir())))) if gpus.is_dir() else ()
 
@@ -86,22 +88,10 @@ def _nvidia_indices() -> tuple[str, ...]:
 def gpu_memory_gib(index: int = 0) -> float | None:
     """Total memory of one NVIDIA GPU from nvidia-smi, without a CUDA context: a runner sizes its
     probing processes' shares before any of them opens the GPU (an H100 has 80 GB, an H200 141)."""
-    if not shutil.which("nvidia-smi"):
+    lines = _nvidia_smi(f"--id={index}", "--query-gpu=memory.total", "--format=csv,noheader,nounits")
+    if not lines or not lines[0].isdigit():
         return None
-    try:
-        proc = subprocess.run(
-            ["nvidia-smi", f"--id={index}", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    first = proc.stdout.strip().splitlines()[:1]
-    if proc.returncode != 0 or not first or not first[0].strip().isdigit():
-        return None
-    return int(first[0].strip()) / 1024  # MiB
+    return int(lines[0]) / 1024  # MiB
 
 
 def _amd_indices() -> tuple[str, ...]:

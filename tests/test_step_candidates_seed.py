@@ -48,3 +48,19 @@ def test_a_seed_parts_readings_the_recorded_cells_did_not() -> None:
 def test_no_seed_where_the_readings_are_one_class() -> None:
     """At K a multiple of both steps the residue turn is empty: one tree, nothing to search."""
     assert _module().parting_seed(READINGS, 40, 8, 1024, "bf16", 24) is None
+
+
+@pytest.mark.parametrize("d", [0, 1, 2])
+def test_the_searched_cells_are_the_replay_draws_cells(d: int) -> None:
+    """parting_seed emulates draw_cells (A's first rows, B's first columns, rebuilt on the host);
+    they are the bits of the same cells of the whole draw matmul_replay makes, spike draw included."""
+    _module()  # puts runners/device on the path
+    from matmul_check import draw_cells, draw_operands
+
+    from fixbits.kernels.backend import to_numpy
+
+    a, b = (to_numpy(x, "bf16") for x in draw_operands(300, 20, 1000, "bf16", 5, d, device="cpu", spikes=True))
+    a_r, b_c = draw_cells(300, 20, 1000, "bf16", 5, d, 32, 8, spikes=True)
+    assert np.array_equal(a[:32].view(np.uint16), a_r.view(np.uint16)), f"draw {d}: A's rows differ"
+    assert np.array_equal(b[:, :8].view(np.uint16), b_c.view(np.uint16)), f"draw {d}: B's columns differ"
+

@@ -213,10 +213,9 @@ def parting_seed(readings: list[Any], m: int, n: int, k: int, dt: str, seeds: in
     cells; the search stops at the first seed that tells every class apart. None when the
     readings are one class at K or no seed tells any two apart. K stays the recorded one, which
     is known to reach the answer."""
-    from matmul_check import draw_operands
+    from matmul_check import draw_cells
 
     from fixbits.emulate import emulate
-    from fixbits.kernels.backend import to_numpy
     from fixbits.numerics.formats import bits
     from fixbits.probe.recover import draw_classes
 
@@ -225,8 +224,7 @@ def parting_seed(readings: list[Any], m: int, n: int, k: int, dt: str, seeds: in
         return None
     best: tuple[int, int, int] | None = None
     for seed in range(seeds):
-        a, b = (to_numpy(x, dt) for x in draw_operands(m, n, k, dt, seed, 2, device="cpu", spikes=True))
-        a, b = a[:SEARCH_ROWS], b[:, :SEARCH_COLS]
+        a, b = draw_cells(m, n, k, dt, seed, 2, SEARCH_ROWS, SEARCH_COLS, spikes=True)
         told = len({bits(emulate(x.at_k(k), a, b)).tobytes() for x in reps})
         if told > 1 and (best is None or told > best[1]):
             best = (seed, told, len(reps))

@@ -158,31 +158,26 @@ def checker_version() -> str:
     return h.hexdigest()
 
 
+ARCHIVE_SUFFIXES = (".tar.xz", ".tar.gz", ".tar")  # a packed store (tar cJf store.tar.xz store)
+
+
 def stale_signatures(store: str | Path) -> tuple[int, int]:
-    """(kernels whose stored signature another checker made, kernels) in a store's manifest."""
-    path = Path(store) / "kernels.jsonl"
-    if not path.exists():
-        return 0, 0
-    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    """(kernels whose stored signature another checker made, kernels) in a store's manifest. A
+    packed store (ARCHIVE_SUFFIXES) is read without unpacking it: the check to run here before a
+    device call carries the archive, since the device refuses a store another checker signed."""
+    if str(store).endswith(ARCHIVE_SUFFIXES):
+        import tarfile
+
+        with tarfile.open(store) as tf:
+            member = next((x for x in tf if x.isfile() and Path(x.name).name == "kernels.jsonl"), None)
+            fh = tf.extractfile(member) if member is not None else None
+            text = fh.read().decode() if fh is not None else ""
+    else:
+        path = Path(store) / "kernels.jsonl"
+        text = path.read_text() if path.exists() else ""
+    rows = [json.loads(x) for x in text.splitlines() if x.strip()]
     mine = checker_version()
     return sum(r.get("checker") != mine for r in rows), len(rows)
-
-
-def stale_in_archive(archive: str | Path) -> tuple[int, int]:
-    """stale_signatures of a packed store (.tar, .tar.gz, .tar.xz), read without unpacking it: the
-    check to run here before a device call carries the archive, since the device refuses a store
-    another checker signed (a checker edit after the last --resign makes every signature stale)."""
-    import tarfile
-
-    mine = checker_version()
-    with tarfile.open(archive) as tf:
-        for member in tf:
-            if member.isfile() and Path(member.name).name == "kernels.jsonl":
-                fh = tf.extractfile(member)
-                assert fh is not None
-                rows = [json.loads(x) for x in fh.read().decode().splitlines() if x.strip()]
-                return sum(r.get("checker") != mine for r in rows), len(rows)
-    return 0, 0
 
 
 def resign(store: str, ptx_dir: str) -> int:

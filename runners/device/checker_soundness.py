@@ -269,12 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     t_start = time.time()
     if args.preflight:
-        from fixbits.checker.aot_build import stale_in_archive, stale_signatures
+        from fixbits.checker.aot_build import stale_signatures
 
         if not args.aot:
             ap.error("--preflight needs --aot STORE (a folder or its .tar.xz)")
-        packed = args.aot.endswith((".tar.xz", ".tar.gz", ".tar"))
-        stale, total = stale_in_archive(args.aot) if packed else stale_signatures(args.aot)
+        stale, total = stale_signatures(args.aot)
         verdict = "current" if total and not stale else "STALE: re-sign and repack it" if stale else "EMPTY"
         print(f"{args.aot}: {total} kernels, {stale} signed by another checker version: {verdict}")
         return 0 if total and not stale else 2
@@ -338,8 +337,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"total {len(tasks)} configs x {len(draws)} draws")
         return 0
     workers = args.workers or max(1, min(15, (os.cpu_count() or 2) - 1))
+    from fixbits.checker.aot_build import ARCHIVE_SUFFIXES
+
     aot = args.aot
-    if aot.endswith((".tar.xz", ".tar.gz", ".tar")):
+    if aot.endswith(ARCHIVE_SUFFIXES):
         import tarfile
         import tempfile
 

@@ -258,12 +258,33 @@ def draw_operands(
     from fixbits.probe import spikes as spike_draws
     from fixbits.probe.hashdraw import operand
 
-    kinds = ("ordinary", "wide", spike_draws.KIND) if spikes else ("ordinary", "wide")
-    kind = kinds[d % len(kinds)]
+    kind, s = draw_kind_seed(seed, d, spikes)
     base = spike_draws.base_kind(kind)
-    s = seed * 64 + 2 * d
     a, b = operand((m, k), dtype, base, s, device), operand((k, n), dtype, base, s + 1, device)
     return spike_draws.finish(kind, a, b, s, dtype)
+
+
+def draw_kind_seed(seed: int, d: int, spikes: bool = False) -> tuple[str, int]:
+    """(kind, hash seed of A; B's is one more) of draw ``d`` of a row seed: draw_operands' rule."""
+    from fixbits.probe import spikes as spike_draws
+
+    kinds = ("ordinary", "wide", spike_draws.KIND) if spikes else ("ordinary", "wide")
+    return kinds[d % len(kinds)], seed * 64 + 2 * d
+
+
+def draw_cells(
+    m: int, n: int, k: int, dtype: str, seed: int, d: int, rows: int, cols: int, *, spikes: bool = False
+) -> tuple[Any, Any]:
+    """The first ``rows`` rows of A and ``cols`` columns of B of draw_operands(...) on the host
+    (numpy), without drawing the rest: what emulating a few output cells of a large shape needs."""
+    from fixbits.probe import spikes as spike_draws
+    from fixbits.probe.hashdraw import numpy_cols, numpy_rows
+
+    kind, s = draw_kind_seed(seed, d, spikes)
+    base = spike_draws.base_kind(kind)
+    a = numpy_rows((m, k), list(range(min(rows, m))), dtype, base, s)
+    b = numpy_cols((k, n), list(range(min(cols, n))), dtype, base, s + 1)
+    return spike_draws.finish(kind, a, b, s, dtype)  # a plant touches whole columns of A and rows of B
 
 
 def compare(row: dict[str, Any], draws: int, pending: dict[PendingKey, Redo]) -> None:
