@@ -136,8 +136,9 @@ def _build_of(
     w: Walk, isa: str, name: str, ntid: tuple[int, int, int] | None, params: set[str]
 ) -> KernelSignature:
     return build(
-        isa, name, w.roots, w.effects, ntid, params, not w.nondeterministic, shared_reads=not w.smem_war
-    )
+        isa, name, w.roots, w.effects, ntid, params, not w.nondeterministic, shared_reads=not w.smem_war,
+        pads=bool(getattr(w, "spec", None)),
+    )  # fmt: skip
 
 
 def _guarded(

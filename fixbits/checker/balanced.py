@@ -8,6 +8,12 @@ butterfly shuffle flips lane bits of the range's start) or in two warps (a share
 and load renumber the writer's thread bits as the reader's). Then which thread held which element
 no longer matters, so layouts that build the same tree reach one signature. Anything the proof
 does not cover keeps its physical structure.
+
+Launch-specialised (``Collapser(pads=True)``), a +0.0 pad is a span of its own, the zero span:
+an fp32 add of a span and zeros is the span with a ``canon`` marker (pads.mk_fadd: x + (+0) is
+canon(x)), zeros and zeros are zeros. So a tile wider than the row, whose upper half the launch
+pads, collapses to the exact-width tree under the marker, and the marker goes where the tree is
+provably never -0 (pads.nonneg).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 from fixbits.checker.forms import Poly, is_bit_symbol
 from fixbits.checker.leaf_pred import is_coordinate_pred, relative_pred
 from fixbits.checker.node import Node, int_node
+from fixbits.checker.pads import FOLD_ADD, contractable, is_zero, nonneg
 
 COMBINES = frozenset({"add", "mul", "max", "min"})  # with shfl and xwarp: node._COMBINING
 _ELEMENTWISE = frozenset({"cvt", "neg", "abs", "fabs", "mul", "add", "sub", "fma", "ex2", "lg2", "max", "min",
@@ -31,10 +38,23 @@ class Span:
     height: int
     start: Poly
     combine: tuple | None  # (kind, attrs) of its combines; None for a leaf
+    canon: bool = False  # the value is canon(tree): +0 padding was added to it
+    # the value is the tree at the threads whose bits have these values, +0 at the others (a read
+    # of shared slots that hold partials for some readers and +0 pads for the others); None: all
+    live: tuple[tuple[str, int], ...] | None = None
+
+    @property
+    def zero(self) -> bool:
+        return self.height < 0
+
+
+ZERO = Span(int_node(Poly.const(0)), -1, Poly.const(0), None)  # +0.0 padding of any extent
 
 
 class Collapser:
-    def __init__(self) -> None:
+    def __init__(self, pads: bool = False) -> None:
+        self.pads = pads  # a launch-specialised walk: +0 pads are zero spans
+        self.nonneg_memo: dict[bytes, bool] = {}
         self.memo: dict[bytes, Span | None] = {}
         self.out_memo: dict[bytes, Node] = {}
         self.free_memo: dict[bytes, bool] = {}
@@ -51,6 +71,14 @@ class Collapser:
     def _span(self, n: Node) -> Span | None:
         if n.kind == "load":
             return _leaf(n)
+        if self.pads and is_zero(n):
+            return ZERO
+        if n.kind == "balanced" and self.pads:
+            # (collapsed before, as a subtree of a per-thread root that is collapsed again)
+            return Span(n.kids[0], n.attrs[1], n.kids[1].poly, n.attrs[0])  # type: ignore[arg-type]
+        if self.pads and n.kind == "canon":
+            s = self.span(n.kids[0])
+            return None if s is None or s.zero else Span(s.template, s.height, s.start, s.combine, True)
         if n.kind == "shfl":
             return self._shfl(n)
         if n.kind == "xwarp":
@@ -85,8 +113,10 @@ class Collapser:
                     tkids.append(c)
                     continue
                 return None
-            if s.height != 0:
+            if s.height != 0 or s.live is not None:
                 return None
+            if s.canon:
+                s = Span(Node("canon", (), (s.template,)), 0, s.start, None)  # (per element)
             if start is None:
                 start = s.start
             elif s.start != start:
@@ -108,10 +138,13 @@ class Collapser:
         if not (_const(b) is not None and _const(c) == 31 and _const(mask) in (-1, 0xFFFFFFFF)):
             return None
         s = self.span(x)
-        if s is None:
-            return None
+        if s is None or s.zero:
+            return s  # (every lane sends +0: each receives +0)
         off = _const(b)
         assert off is not None
+        live = s.live
+        if live is not None:  # (lane t receives lane t ^ off's value)
+            live = tuple((b, v ^ (off >> int(b[2:]) & 1) if _is_lane_bit(b) else v) for b, v in live)
         start = s.start
         for k in range(5):
             if off >> k & 1:
@@ -119,13 +152,26 @@ class Collapser:
                 if flipped is None:
                     return None
                 start = flipped
-        return Span(s.template, s.height, start, s.combine)
+        return Span(s.template, s.height, start, s.combine, s.canon, live)
 
     def _combine(self, n: Node) -> Span | None:
         x, y = (self.span(k) for k in n.kids)
         if x is None or y is None:
             return None
         comb = (n.kind, n.attrs)
+        if x.zero or y.zero or x.canon or y.canon or x.live or y.live:
+            # (only a fold add: canon(x) + y = canon(x + y) and x + (+0) = canon(x), pads.mk_fadd)
+            if n.kind != "add" or not n.attrs or n.attrs[0] not in FOLD_ADD:
+                return None
+            if n.attrs[0] == "f32" and any(s.height == 0 and contractable(s.template) for s in (x, y)):
+                return None  # (ptxas may fuse the product into an fma with this add)
+            if x.zero and y.zero:
+                return ZERO
+            if x.zero or y.zero:
+                s = y if x.zero else x
+                return None if s.live else Span(s.template, s.height, s.start, s.combine, True)
+            if x.live != y.live:
+                return _complementary(x, y)
         if x.height != y.height or x.template.digest != y.template.digest:
             return None
         if x.height > 0 and (x.combine != comb or y.combine != comb):
@@ -133,9 +179,10 @@ class Collapser:
         h = x.height
         half = 1 << h
         d = y.start - x.start
+        canon, live = x.canon or y.canon, x.live  # (one live set: +0 + +0 = +0 outside it)
         if d.is_const() and abs(d.const_value()) == half:
             lo = x.start if d.const_value() > 0 else y.start
-            return Span(x.template, h + 1, lo, comb)
+            return Span(x.template, h + 1, lo, comb, canon, live)
         # a butterfly partner: the two starts differ by +-2^h on one lane bit
         for sym in sorted(x.start.symbols()):
             if not is_bit_symbol(sym):
@@ -145,7 +192,7 @@ class Collapser:
                 continue
             if _flip_bit(x.start, sym) == y.start:
                 lo = x.start.substitute(sym, Poly.const(0 if coef > 0 else 1))
-                return Span(x.template, h + 1, lo, comb)
+                return Span(x.template, h + 1, lo, comb, canon, live)
         return None
 
     def _xwarp(self, n: Node) -> Span | None:
@@ -184,6 +231,7 @@ class Collapser:
                 s_only |= 1 << pos
         starts: dict[int, Poly] = {}
         first: Span | None = None
+        zeros: list[int] = []
         for mask in range(1 << len(free)):
             off = d0.const_value() + sum(1 << free[i] for i in range(len(free)) if mask >> i & 1)
             hits = [(j, off - o) for j, o in enumerate(offsets) if off - o >= 0 and (off - o) & ~s_only == 0]
@@ -199,12 +247,34 @@ class Collapser:
             sp = self.span(gen[j].kids[1])
             if sp is None:
                 return None
+            if sp.live is not None:
+                # the writer's bits that pick the tree, as the reader sees them
+                conds: list[tuple[str, int]] = []
+                for b, v in sp.live:
+                    wb = mapping.get(b)
+                    if wb is None:
+                        return None
+                    if wb.is_const():
+                        if wb.const_value() != v:
+                            sp = ZERO
+                            break
+                    elif len(wb.terms) == 1 and wb.terms.get((next(iter(wb.symbols())),)) == 1:
+                        conds.append((next(iter(wb.symbols())), v))
+                    else:
+                        return None
+                else:
+                    sp = Span(sp.template, sp.height, sp.start, sp.combine, sp.canon, tuple(sorted(conds)) or None)
+            if sp.zero:
+                zeros.append(mask)  # (a slot written with +0 by every thread that may have written it)
+                continue
             if first is None:
                 first = sp
-            elif (sp.template.digest, sp.height, sp.combine) != (
+            elif (sp.template.digest, sp.height, sp.combine, sp.canon, sp.live) != (
                 first.template.digest,
                 first.height,
                 first.combine,
+                first.canon,
+                first.live,
             ):
                 return None
             st = sp.start
@@ -216,11 +286,26 @@ class Collapser:
             for x in bits:
                 st = st.substitute("w:" + x, mapping[x])
             starts[mask] = st
-        assert first is not None
-        base = starts[0]
+        if first is None:
+            return ZERO
+        live = first.live
+        fixed, cube = 0, {}  # the free bits every live reader has, with their values
+        if zeros:
+            if live is not None:
+                return None
+            alive = [m for m in range(1 << len(free)) if m not in zeros]
+            cube = {i: alive[0] >> i & 1 for i in range(len(free)) if len({m >> i & 1 for m in alive}) == 1}
+            if len(alive) != 1 << (len(free) - len(cube)):
+                return None  # (the readers that hit a partial are not those with some bits fixed)
+            live = tuple(sorted((lb[free[i]], v) for i, v in cube.items()))
+            fixed = sum(v << i for i, v in cube.items())
+        base = starts[fixed]
         coefs = []
         for i in range(len(free)):
-            c = starts[1 << i] - base
+            if i in cube:
+                coefs.append(0)  # (the tree is the same function of the other bits)
+                continue
+            c = starts[fixed | 1 << i] - base
             if not c.is_const():
                 return None
             coefs.append(c.const_value())
@@ -231,7 +316,7 @@ class Collapser:
         start = base
         for i, pos in enumerate(free):
             start = start + Poly.sym(lb[pos]).scale(coefs[i])
-        return Span(first.template, first.height, start, first.combine)
+        return Span(first.template, first.height, start, first.combine, first.canon, live)
 
     def thread_free(self, n: Node) -> bool:
         """True when no thread coordinate, lane exchange or loop state enters ``n``."""
@@ -258,11 +343,15 @@ class Collapser:
         if got is not None:
             return got
         s = self.span(n) if (n.kind in COMBINES or n.kind in ("shfl", "xwarp")) else None
-        if s is not None and s.height >= 1 and s.combine is not None:
+        if s is not None and s.height >= 1 and s.combine is not None and s.live is None:
             out = Node("balanced", (s.combine, s.height), (s.template, int_node(s.start)))
+            if s.canon and not nonneg(out, self.nonneg_memo):
+                out = Node("canon", (), (out,))
         elif n.kids and n.poly is None:
             kids = tuple(self.collapse(k) for k in n.kids)
             out = n if all(a is b for a, b in zip(kids, n.kids, strict=True)) else Node(n.kind, n.attrs, kids)
+            if self.pads and out.kind == "canon" and nonneg(out.kids[0], self.nonneg_memo):
+                out = out.kids[0]  # (canon(x) is x's bits where x is never -0 nor another NaN)
         else:
             out = n
         self.out_memo[n.digest] = out
@@ -274,6 +363,31 @@ def _const(n: Node) -> int | None:
         v = n.poly.const_value()
         return v - (1 << 32) if v >= 1 << 31 and v < 1 << 32 else v
     return None
+
+
+def _is_lane_bit(b: str) -> bool:
+    return b.startswith("tx") and b[2:].isdigit() and int(b[2:]) < 5
+
+
+def _complementary(x: Span, y: Span) -> Span | None:
+    """x + y where the two trees are one function of the thread (same template, height, combine
+    and start) and their live sets differ in the value of one bit b only (the rest, R, shared;
+    no bit of either set in the start): where R holds, one side is the tree and the other +0, so
+    the sum is canon(tree) (pads.mk_fadd); elsewhere both are +0 and so is the sum."""
+    if x.live is None or y.live is None or x.zero or y.zero:
+        return None
+    dx, dy = dict(x.live), dict(y.live)
+    if dx.keys() != dy.keys():
+        return None
+    differ = [b for b in dx if dx[b] != dy[b]]
+    if len(differ) != 1:
+        return None
+    if (x.template.digest, x.height, x.combine, x.start) != (y.template.digest, y.height, y.combine, y.start):
+        return None
+    if any(b in x.start.symbols() for b in dx):
+        return None
+    rest = tuple((b, v) for b, v in x.live if b != differ[0])
+    return Span(x.template, x.height, x.start, x.combine, True, rest or None)
 
 
 def _leaf(n: Node) -> Span | None:

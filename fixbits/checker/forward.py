@@ -38,7 +38,7 @@ import numpy as np
 
 from fixbits.checker.forms import Poly, is_bit_symbol
 from fixbits.checker.node import COMMUTATIVE, COMMUTATIVE_PREFIX2, Node, int_node
-from fixbits.checker.signs import const_of, is_bit_move
+from fixbits.checker.pads import const_of, is_bit_move
 
 MAX_BITS = 10
 

@@ -11,9 +11,13 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fixbits.checker.node import Node, Root, int_node
 from fixbits.checker.walk import relativize
+
+if TYPE_CHECKING:
+    from fixbits.checker.balanced import Collapser
 
 
 @dataclass(frozen=True)
@@ -57,19 +61,21 @@ def build(
     param_syms: set[str],
     deterministic: bool,
     shared_reads: bool = False,
+    pads: bool = False,
 ) -> KernelSignature:
     """``shared_reads``: the walk found no shared read a later store of its barrier interval may
     race with, and none inside a loop (Walk.smem_war): per-thread roots may then take shared
-    reads apart (thread_roots.read_at)."""
+    reads apart (thread_roots.read_at). ``pads``: a launch-specialised walk, whose +0 padding
+    the balanced collapse reads as zero spans (balanced.py)."""
     from fixbits.checker.balanced import Collapser
     from fixbits.checker.thread_roots import ThreadEval, thread_bits
 
     by_param: dict[str, list[tuple[bytes, Root]]] = {}
     physical = False
-    col = Collapser()
+    col = Collapser(pads)
     rel_memos: dict[tuple, dict[bytes, Node]] = {}
     nbits = thread_bits(ntid)
-    tev = ThreadEval(nbits, shared_reads) if nbits is not None else None
+    tev = ThreadEval(nbits, shared_reads, pads) if nbits is not None else None
     for r in roots:
         addr = r.address
         r = Root(r.param, r.nbytes, addr, col.collapse(r.value), r.relative)
@@ -84,7 +90,7 @@ def build(
         rel = relativize(addr.poly, r.value, param_syms, rel_memos, split=False) if todo else None
         per = None
         if rel is None and todo:
-            per = per_thread(r, nbits, tev, param_syms, rel_memos) if tev is not None else None
+            per = per_thread(r, nbits, tev, param_syms, rel_memos, col) if tev is not None else None
             if per is None:
                 rel = relativize(addr.poly, r.value, param_syms, rel_memos, split=True)
         if per is not None:
@@ -135,7 +141,12 @@ def _root_key(root: Root) -> bytes:
 
 
 def per_thread(
-    r: Root, nbits: int | None, tev: object, param_syms: set[str], memos: dict[tuple, dict[bytes, Node]]
+    r: Root,
+    nbits: int | None,
+    tev: object,
+    param_syms: set[str],
+    memos: dict[tuple, dict[bytes, Node]],
+    col: Collapser | None = None,
 ) -> list[Root] | None:
     """The root as one relative root that every thread's store meets (thread_roots.py); None
     when some thread's store is not relative or two threads' stores differ as relative trees
@@ -152,6 +163,8 @@ def per_thread(
         v = tev.at(r.value, t)
         if a is None or v is None:
             return None
+        if tev.pads and col is not None:
+            v = col.collapse(v)  # (reads resolved to +0 pads may leave a padded balanced tree)
         rel = relativize(a, v, param_syms, memos)
         if rel is None:
             return None

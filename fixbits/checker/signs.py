@@ -1,25 +1,33 @@
 """Per-thread sign facts of a launch-specialised walk: where ``canon(x)`` is ``x`` itself.
 
-``canon(x)`` (``ptx/walk.py: mk_fadd``) is x with -0 turned into +0 and any NaN into the
+``canon(x)`` (``pads.mk_fadd``) is x with -0 turned into +0 and any NaN into the
 canonical NaN. A padded fp32 sum carries it at its root; the same sum without padding does not.
 The two store the same bytes wherever x is neither -0 nor a non-canonical NaN. This module proves
 that per thread of the block (thread t of ``tid.x``, bits ``tx0 ..``), as two bit masks over the
 block's threads:
 
 * ``nmz(n)``: threads at which n's value is provably not -0;
-* ``nc(n)``: threads at which n's value is provably not a NaN other than the canonical one.
+* ``nc(n)``: threads at which n's value is provably not a NaN other than the canonical one;
+* ``nng(n)``: threads at which n's value is provably +0, positive, +inf or a NaN (never a
+  negative number, never -0); every nng thread is an nmz thread.
 
 Rules (anything else: the empty set, which only keeps a class apart):
 
-* ``canon(x)``: every thread (by definition).
+* ``canon(x)``: nmz and nc every thread (by definition); nng = nng(x).
 * an integer constant: every thread when its bits are 0 (+0.0 in every width), else none.
 * ``add`` (``add.f32`` / ``add.rn.f32``: round to nearest, no flush to zero):
   nmz = nmz(a) | nmz(b). Under round to nearest a sum is -0 only when both operands are -0: an
   exact zero of opposite-signed operands is +0, a non-zero exact sum never rounds to zero
   (subnormal sums are exact, nothing is flushed), and +-inf / NaN are not -0. nc = every thread
-  (the checker's standing assumption: every NaN result of an add is the canonical NaN).
-* ``cvt.f32.f16`` / ``cvt.f32.bf16`` (exact widenings): nmz = nmz(x) (sign and zero-ness kept);
-  nc = none (a NaN payload may be kept).
+  (the checker's standing assumption: every NaN result of an add, mul or fma is the canonical
+  NaN). nng = nng(a) & nng(b) (a non-negative exact sum, zero only as +0 + +0). An ``add.f32``
+  fed by a ``mul.f32`` (no rounding mode) may be fused by ptxas into an fma, whose exact sum can
+  be a negative value below half the smallest subnormal that rounds to -0: its nmz is its nng.
+* a square, ``mul.f32`` / ``mul.rn.f32`` of one operand twice: nng and nc every thread (the exact
+  product is +0 or positive and rounds to +0 or up). ``fma.rn.f32(x, x, c)``: nng = nng(c) (the
+  exact sum of a square and a non-negative c is non-negative), nc every thread.
+* ``cvt.f32.f16`` / ``cvt.f32.bf16`` (exact widenings): nmz and nng as x's (sign and zero-ness
+  kept); nc = none (a NaN payload may be kept).
 * ``masked(new, old)`` (a load under a coordinate predicate; the register keeps ``old`` where the
   predicate is false): with F the threads where the predicate is false for every block of the
   launch (recorded by the walk, intersected when one node meets two predicates),
@@ -43,8 +51,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fixbits.checker.node import Node
+from fixbits.checker.pads import FOLD_ADD, const_of, contractable, is_bit_move, is_square
 
-FOLD_ADD = frozenset({"f32", "rn.f32"})  # plain fp32 adds, round to nearest even, subnormals kept
 WIDEN = frozenset({"f32.f16", "f32.bf16"})  # exact float widenings
 
 
@@ -58,20 +66,6 @@ class ReadFacts:
 
     def covered(self) -> bool:
         return all(c is not None for c in self.cands)
-
-
-def const_of(n: Node) -> int | None:
-    if n.poly is not None and n.poly.is_const():
-        return n.poly.const_value()
-    return None
-
-
-def is_bit_move(n: Node) -> bool:
-    """``shfl.sync.bfly`` over the whole warp: every lane receives lane ^ b's register whole."""
-    if n.kind != "shfl" or n.attrs != ("bfly",) or len(n.kids) != 4:
-        return False
-    b, c, mask = (const_of(k) for k in n.kids[1:])
-    return b is not None and 0 <= b < 32 and c == 31 and mask in (-1, 0xFFFFFFFF)
 
 
 class SignFacts:
@@ -101,22 +95,34 @@ class SignFacts:
         got = self._memo.get(key)
         if got is None:
             self._memo[key] = 0  # (a node is acyclic; this only guards re-entry)
-            got = self._memo[key] = self._rule(n, which) & self.full
+            got = self._rule(n, which)
+            if which == "nmz":
+                got |= self._get(n, "nng")  # (not negative: in particular not -0)
+            got = self._memo[key] = got & self.full
         return got
 
     def _rule(self, n: Node, which: str) -> int:
         k = n.kind
         if k == "canon":
-            return self.full
+            return self._get(n.kids[0], "nng") if which == "nng" else self.full
         c = const_of(n)
         if c is not None:
             return self.full if c == 0 else 0
         if k == "add" and len(n.kids) == 2 and n.attrs and n.attrs[0] in FOLD_ADD:
             if which == "nc":
                 return self.full
-            return self._get(n.kids[0], which) | self._get(n.kids[1], which)
+            a, b = n.kids
+            if which == "nng":
+                return self._get(a, "nng") & self._get(b, "nng")
+            if n.attrs[0] == "f32" and (contractable(a) or contractable(b)):
+                return 0  # (maybe an fma: its nng, through nmz())
+            return self._get(a, "nmz") | self._get(b, "nmz")
+        if is_square(n):
+            if which == "nng" and n.kind == "fma":
+                return self._get(n.kids[2], "nng")
+            return self.full if which in ("nng", "nc") else 0
         if k == "cvt" and len(n.kids) == 1 and n.attrs and n.attrs[0] in WIDEN:
-            return self._get(n.kids[0], which) if which == "nmz" else 0
+            return self._get(n.kids[0], which) if which != "nc" else 0
         if k == "masked" and len(n.kids) == 2:
             f = self.masked_false.get(n.digest, 0)
             new, old = (self._get(x, which) for x in n.kids)

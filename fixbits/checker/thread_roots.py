@@ -36,7 +36,7 @@ from typing import NamedTuple
 from fixbits.checker.forms import Poly, is_bit_symbol, split_thread_form
 from fixbits.checker.launch import U_EQ_BOUND, decide_cmp, join_truths
 from fixbits.checker.node import Node, int_node
-from fixbits.checker.signs import is_bit_move
+from fixbits.checker.pads import FOLD_ADD, is_bit_move, mk_fadd
 
 _MAX_BITS = 10
 _SAME_BITS = 5  # _same_at evaluates a stored value at up to 2^this writers (one warp)
@@ -57,9 +57,10 @@ def thread_bits(ntid: tuple[int, int, int] | None) -> int | None:
 class ThreadEval:
     """V(t) for the threads of a block of 2^nbits threads (memoised per node and thread)."""
 
-    def __init__(self, nbits: int, shared_reads: bool = False) -> None:
+    def __init__(self, nbits: int, shared_reads: bool = False, pads: bool = False) -> None:
         self.nbits = nbits
         self.shared_reads = shared_reads  # read_at may take reads apart (signature.build)
+        self.pads = pads  # launch-specialised: a read resolved to a +0 pad folds (pads.mk_fadd)
         self.memo: dict[tuple[bytes, int], Node | None] = {}
         self.masks: dict[bytes, int] = {}  # the thread bits a node's value depends on (-1: all)
         self.pmemo: dict[tuple, tuple[tuple[str, int], ...] | None] = {}
@@ -173,6 +174,8 @@ class ThreadEval:
                 got = join_truths(k, vals)
             if got is not None:
                 return _const_pred(got)
+        if self.pads and k == "add" and len(kids) == 2 and n.attrs[0] in FOLD_ADD:
+            return mk_fadd(kids[0], kids[1], n.attrs)
         return Node(k, n.attrs, tuple(kids))
 
     # ---- a shared read at one reader: the stores that may write its bytes, row-relative ----

@@ -68,3 +68,9 @@ def aot(shape: dict[str, int], dtype: str, cfg: Config) -> list[tuple[Any, dict[
            "eps": "fp32", "BLOCK_N": "constexpr"}
     bn = next_pow2(shape["N"]) * dict(cfg.blocks).get("N_MULT", 1)
     return [(rmsnorm_kernel, sig, {"BLOCK_N": bn})]
+
+
+def launch_ints(shape: dict[str, int], cfg: Config, pinned: bool) -> tuple[dict[str, int], tuple[int]]:
+    """Integer arguments and grid of ``rmsnorm_kernel`` as ``launch`` passes them (contiguous x:
+    stride_m = N), for the checker's launch specialisation (free and pinned order)."""
+    return {"N": shape["N"], "stride_m": shape["N"]}, (shape["M"],)

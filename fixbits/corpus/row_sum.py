@@ -109,10 +109,10 @@ def launch_ints(
     shape: dict[str, int], cfg: Config, pinned: bool | str
 ) -> tuple[dict[str, int], tuple[int]] | None:
     """Integer arguments and grid of ``row_sum_kernel`` as ``launch`` passes them (contiguous x:
-    stride_m = N), for the checker's launch specialisation of the free variant. None for the
-    others: the pinned tree's balanced-span proof does not see folded padding yet, so there the
-    specialisation splits classes the unspecialised proof merges (49 -> 60 at N = 1000)."""
-    if pinned is not False:
+    stride_m = N), for the checker's launch specialisation (free and pinned order; the pinned
+    tree's balanced-span proof reads the launch's +0 padding as zero spans, balanced.py). None
+    for the register-chunk variants (other kernels, other arguments)."""
+    if pinned not in (False, True):
         return None
     m, n = shape["M"], shape["N"]
     return {"M": m, "N": n, "stride_m": n}, (triton.cdiv(m, cfg.block("BLOCK_M")),)

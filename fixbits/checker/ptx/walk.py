@@ -23,8 +23,9 @@ from fixbits.checker.forms import (
 from fixbits.checker.forward import bit_op
 from fixbits.checker.launch import pred_truth, thread_truths
 from fixbits.checker.node import Node, Root, const_bits, int_node, opaque
+from fixbits.checker.pads import FOLD_ADD, is_bit_move, is_zero, mk_fadd, mk_ffma
 from fixbits.checker.ptx.parse import Entry, Inst, split_args
-from fixbits.checker.signs import FOLD_ADD, WIDEN, ReadFacts, SignFacts, is_bit_move
+from fixbits.checker.signs import WIDEN, ReadFacts, SignFacts
 from fixbits.checker.walk import (
     TRUE,
     UNDEF,
@@ -63,6 +64,10 @@ _SMEM_WAITS = ("cp.async.wait", "cp.async.bulk.wait", "mbarrier.try_wait", "mbar
                "fence.proxy", "cp.async.mbarrier")  # fmt: skip
 _FLOAT_OPS = {"add", "sub", "mul", "fma", "mad", "min", "max", "neg", "abs", "div", "rcp", "sqrt",
               "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "copysign", "testp", "cvt"}  # fmt: skip
+# operations whose result at a thread is a function of their operands at that thread (float
+# arithmetic, conversions, and ``pack``: halves packed into one register for a vector store)
+_PER_THREAD = frozenset({"add", "sub", "mul", "fma", "min", "max", "neg", "abs", "div", "rcp", "sqrt", "rsqrt",
+                         "ex2", "lg2", "cvt", "pack"})  # fmt: skip
 _SPECIAL_RE = re.compile(r"^%(tid|ntid|ctaid|nctaid|laneid|warpid|nwarpid|clusterid|nclusterid|cluster_ctaid|"
                          r"cluster_nctaid|smid|nsmid|clock|clock64|globaltimer|lanemask_\w+|dynamic_smem_size|"
                          r"total_smem_size|envreg\d+|cluster_ctarank|cluster_nctarank|is_explicit_cluster)(?:\.(\w))?$")  # fmt: skip
@@ -144,6 +149,7 @@ class PTXWalk(Walk):
         # sign facts for the root's canon (signs.py): threads where a masked load's predicate is
         # false, and what each shared read may see; keyed by node digest, a conflict keeps less
         self.masked_false: dict[bytes, int] = {}
+        self._canon_in: dict[bytes, bool] = {}
         self.read_facts: dict[bytes, ReadFacts | None] = {}
         # shfl nodes by digest: True while every write of one was unpredicated and outside any
         # branch or loop (the register then holds lane t ^ b's value at every thread), False once not
@@ -442,6 +448,16 @@ class PTXWalk(Walk):
             cands.append(tuple((j, w) for j, w, b in ws if b >= latest))
         return ReadFacts(tuple(cands))
 
+    def _never_stores(self, pred: Node | None) -> bool:
+        """A global store whose coordinate predicate is false at every thread of every block of
+        the launch writes no byte (a tile wider than the row: its columns past N): it leaves no
+        root. Specialised walks only; an undecided thread keeps the store."""
+        if not self.spec or pred is None or not pred_is_coordinate(pred):
+            return False
+        nb = self._thread_bits()
+        tv = thread_truths(pred, self.grid, nb) if nb is not None else None
+        return tv is not None and all(b is False for b in tv)
+
     def _drop_root_canon(self, v: Node, pred: Node | None) -> Node:
         """A stored ``canon(x)`` (or a widening/narrowing ``cvt`` of one) is stored as ``x`` when at
         every thread that may store, x is provably neither -0 nor a non-canonical NaN (signs.py):
@@ -454,8 +470,18 @@ class PTXWalk(Walk):
         storing = (1 << size) - 1 if tv is None else sum(1 << t for t, b in enumerate(tv) if b is not False)
         return self._uncanon(v, storing, SignFacts(nb, self.masked_false, self.read_facts))
 
+    def _holds_canon(self, v: Node) -> bool:
+        """Some node of v's tree is a ``canon`` marker (memoised on the digest: a pure function)."""
+        got = self._canon_in.get(v.digest)
+        if got is None:
+            got = self._canon_in[v.digest] = v.kind == "canon" or any(self._holds_canon(k) for k in v.kids)
+        return got
+
     def _uncanon(self, v: Node, storing: int, facts: SignFacts) -> Node:
-        """``_drop_root_canon`` through a one-operand ``cvt`` and both value arms of a ``select``.
+        """``_drop_root_canon`` through per-thread float operations (``_PER_THREAD``: their
+        value at a thread is a function of their operands' values at that thread, so an operand
+        replaced by one with the same bits at every storing thread leaves the result's bits there
+        unchanged) and both value arms of a ``select``.
 
         ``storing`` is a set of threads outside which the node's value is never stored. A
         ``select(p, a, b)`` stores a's bits at the storing threads where p holds and b's where it
@@ -475,12 +501,16 @@ class PTXWalk(Walk):
         at thread t; so x is proven over {t ^ b : t in storing}: where x's canon is dropped
         only at threads whose x no storing thread receives, or where canon(x) = x, the shuffle
         of the new x equals the old one at every storing thread."""
+        if not self._holds_canon(v):
+            return v
         if v.kind == "canon":
             x = v.kids[0]
             return v if storing & ~facts.canon_fixed(x) else x
-        if v.kind == "cvt" and len(v.kids) == 1:
-            k = self._uncanon(v.kids[0], storing, facts)
-            return v if k is v.kids[0] else Node(v.kind, v.attrs, (k,))
+        if v.kind in _PER_THREAD and v.kids:
+            kids = tuple(self._uncanon(k, storing, facts) for k in v.kids)
+            if all(k is o for k, o in zip(kids, v.kids, strict=True)):
+                return v
+            return Node(v.kind, v.attrs, kids)
         if v.kind == "select" and len(v.kids) == 3:
             nb = facts.size.bit_length() - 1
             tv = thread_truths(v.kids[0], self.grid, nb)
@@ -864,7 +894,13 @@ class PTXWalk(Walk):
         if self.spec and len(ops) == 2 and kind == "add" and attrs[0] in FOLD_ADD:
             self.write(ins, ins.args[0], mk_fadd(ops[0], ops[1], attrs))
             return None
-        if self.spec and kind == "cvt" and attrs[0] in WIDEN and _is_pad(ops[0]):
+        if self.spec and kind == "mul" and attrs[0] in FOLD_ADD and len(ops) == 2 and is_zero(ops[0]) and is_zero(ops[1]):
+            self.write(ins, ins.args[0], ops[0])  # +0 * +0 = +0 exactly
+            return None
+        if self.spec and kind == "fma" and attrs[0] == "rn.f32" and len(ops) == 3:
+            self.write(ins, ins.args[0], mk_ffma(ops[0], ops[1], ops[2], attrs))
+            return None
+        if self.spec and kind == "cvt" and attrs[0] in WIDEN and is_zero(ops[0]):
             self.write(ins, ins.args[0], ops[0])  # +0 widened is +0
             return None
         self.write(ins, ins.args[0], Node(kind, attrs, tuple(ops)))
@@ -967,6 +1003,8 @@ class PTXWalk(Walk):
         src = ins.args[1]
         vals = [self.val(x) for x in split_args(src[1:-1])] if src.startswith("{") else [self.val(src)]
         pred = self.cur_pred(ins)
+        if space not in ("shared", "local") and self._never_stores(pred):
+            return None
         for k, v in enumerate(vals):
             ak = a + Poly.const(k * nbytes)
             if space == "shared":
@@ -1274,6 +1312,13 @@ class PTXWalk(Walk):
                 self.write(ins, dsts[1], TRUE)
             return None
         sh = Node("shfl", (mode,), (a, b, c, mask))
+        if self.spec and is_zero(a) and ins.pred is None and not self.pc and self._thread_bits() is not None:
+            if is_bit_move(sh):
+                # every lane of the full warp sends the same +0 register: each receives +0
+                self.write(ins, dsts[0], a)
+                if len(dsts) > 1:
+                    self.write(ins, dsts[1], TRUE)
+                return None
         if (
             self.spec
             and a.kind == "canon"
@@ -1646,43 +1691,6 @@ def _restrict_by_bound(a: Poly, p: Node) -> Poly:
         if (1 << pos) >= k:
             a = a.substitute(sym, Poly.const(0))
     return a
-
-
-def _is_pad(n: Node) -> bool:
-    """The all-zero bit pattern: +0.0 in any float width (a masked load's ``other=0.0``)."""
-    return n.poly is not None and n.poly.is_const() and n.poly.const_value() == 0
-
-
-def mk_fadd(a: Node, b: Node, attrs: tuple) -> Node:
-    """``add.rn.f32`` with +0.0 padding folded (launch-specialised walks only).
-
-    ``canon(x)`` is the node for ``x + (+0.0)``: x itself, except -0 -> +0 and any NaN -> the
-    canonical NaN. The rules, for this add only (round to nearest, no flush to zero; NVIDIA's
-    add returns the canonical NaN for every NaN result):
-
-    * ``+0 + +0 = +0``.
-    * ``x + +0 = canon(x)``, and ``canon(x) + +0 = canon(canon(x)) = canon(x)``.
-    * ``canon(x) + y = canon(x + y)`` for every x, y. Proof: x NaN: both are the canonical NaN.
-      x = -0: +0 + y and canon(-0 + y) agree for y = +-0 (+0), for y NaN (canonical NaN) and for
-      any other y (y + +-0 = y exactly, and y is neither -0 nor NaN so canon(y) = y). Otherwise
-      canon(x) = x, and x + y is not -0 (under round to nearest a sum is -0 only when both
-      operands are -0: an exactly-zero sum of opposite signs is +0, and a non-zero exact sum
-      never rounds to zero because subnormal sums are exact) and any NaN result is already
-      canonical, so canon(x + y) = x + y.
-
-    So a canon marker floats to the top of the add tree it sits in, and two folded trees are
-    equal values when their folded shapes and markers agree; the marker is kept (a tree without
-    it may be -0 where the padded one is +0), so folding only merges what is equal."""
-    if _is_pad(a) and _is_pad(b):
-        return a
-    if _is_pad(a) or _is_pad(b):
-        x = b if _is_pad(a) else a
-        return x if x.kind == "canon" else Node("canon", (), (x,))
-    if a.kind == "canon" or b.kind == "canon":
-        xa = a.kids[0] if a.kind == "canon" else a
-        xb = b.kids[0] if b.kind == "canon" else b
-        return Node("canon", (), (Node("add", attrs, (xa, xb)),))
-    return Node("add", attrs, (a, b))
 
 
 def _regs(s: str) -> list[str]:
