@@ -237,3 +237,30 @@ def ptx_walker(text: str, has_mma: bool | None = None) -> Any:
     (entry,) = parse_ptx(text)
     mma = "mma" in text if has_mma is None else has_mma
     return functools.partial(_ptx_walk, text, entry, mma, 1, {}, None)
+
+
+def corpus_digests(
+    mod: Any, module: str, inputs: dict[str, Any], shape: dict[str, int], dtype: str, pinned: bool | str,
+    blocks: Sequence[tuple[tuple[str, int], ...]], num_warps: int = 4,
+) -> tuple[list[str], list[str]]:  # fmt: skip
+    """(launch-specialised, unspecialised) digests of a corpus kernel's sm_90 PTX, compiled on CPU
+    through Triton's own binder for each config point in ``blocks`` (one launch each)."""
+    from fixbits.checker.api import signature
+    from fixbits.checker.compile import capture_launches, gpu_target
+    from fixbits.checker.launch import corpus_launch
+    from fixbits.checker.soundness import Case
+    from fixbits.corpus.common import Config
+
+    spec, plain = [], []
+    for b in blocks:
+        case = Case(module.rsplit(".", 1)[-1], dtype, bool(pinned), b, num_warps, 1)
+        with capture_launches(gpu_target("sm_90")) as got:
+            mod.launch(inputs, shape, Config(b, num_warps, 1), pinned)
+        (c,) = got
+        launch = corpus_launch(module, shape, case.label())
+        assert launch is not None
+        s = signature(c.asm, "ptx", launch=launch)
+        assert s.fallback is None, s.fallback
+        spec.append(s.digest)
+        plain.append(signature(c.asm, "ptx").digest)
+    return spec, plain

@@ -157,24 +157,11 @@ def test_real_triton_row_sum_wider_tiles_merge(tmp_path, monkeypatch, block_m): 
     BLOCK_M = 2 stores select(tx0 == 0, row 0, shfl(select(tx0 == 0, row 1, row 0), 1)): each
     arm is proven only at the threads that take it (Session 8c)."""
     pytest.importorskip("triton")
-    from test_checker_helpers import corpus_family_inputs
-
-    from fixbits.checker.compile import capture_launches, gpu_target
-    from fixbits.checker.launch import corpus_launch
-    from fixbits.checker.soundness import Case
-    from fixbits.corpus.common import Config
+    from test_checker_helpers import corpus_digests, corpus_family_inputs
 
     fam, mod, shape, inputs = corpus_family_inputs("row_sum", "fp32", monkeypatch, tmp_path)
-    spec, plain = [], []
-    for n_mult in (1, 2, 4):
-        case = Case(fam.name, "fp32", False, (("BLOCK_M", block_m), ("N_MULT", n_mult)), 4, 1)
-        with capture_launches(gpu_target("sm_90")) as got:
-            mod.launch(inputs, shape, Config(case.blocks, 4, 1), False)
-        (c,) = got
-        launch = corpus_launch(fam.module, shape, case.label())
-        assert launch is not None
-        spec.append(signature(c.asm, "ptx", launch=launch).digest)
-        plain.append(signature(c.asm, "ptx").digest)
+    blocks = [(("BLOCK_M", block_m), ("N_MULT", m)) for m in (1, 2, 4)]
+    spec, plain = corpus_digests(mod, fam.module, inputs, shape, "fp32", False, blocks)
     assert spec[0] == spec[1] == spec[2]
     assert plain[0] != plain[1] and plain[1] != plain[2]
 

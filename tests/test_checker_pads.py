@@ -120,64 +120,35 @@ def test_real_triton_rmsnorm_wider_tiles_merge(tmp_path, monkeypatch, dtype, pin
     partials of the padded half are +0 in shared memory, read as zero spans (for some lanes
     only, at the last fold), and the balanced tree over the real half is the exact-width one."""
     pytest.importorskip("triton")
-    from test_checker_helpers import corpus_family_inputs
-
-    from fixbits.checker.api import signature
-    from fixbits.checker.compile import capture_launches, gpu_target
-    from fixbits.checker.launch import corpus_launch
-    from fixbits.checker.soundness import Case
-    from fixbits.corpus.common import Config
+    from test_checker_helpers import corpus_digests, corpus_family_inputs
 
     fam, mod, shape, inputs = corpus_family_inputs("rmsnorm", dtype, monkeypatch, tmp_path)
-    spec, plain = [], []
-    for n_mult in (1, 2, 4):
-        case = Case(fam.name, dtype, pinned, (("N_MULT", n_mult),), 4, 1)
-        with capture_launches(gpu_target("sm_90")) as got:
-            mod.launch(inputs, shape, Config(case.blocks, 4, 1), pinned)
-        (c,) = got
-        launch = corpus_launch(fam.module, shape, case.label())
-        assert launch is not None
-        s = signature(c.asm, "ptx", launch=launch)
-        assert s.fallback is None, s.fallback
-        spec.append(s.digest)
-        plain.append(signature(c.asm, "ptx").digest)
+    blocks = [(("N_MULT", m),) for m in (1, 2, 4)]
+    spec, plain = corpus_digests(mod, fam.module, inputs, shape, dtype, pinned, blocks)
     assert spec[0] == spec[1] == spec[2]
     assert len(set(plain)) == 3
 
 
-def _row_sum_signatures(monkeypatch, tmp_path, n: int, pinned: bool) -> tuple[list[str], list[str]]:  # type: ignore[no-untyped-def]
+def _row_sum_digests(monkeypatch, tmp_path, n: int, pinned: bool) -> tuple[list[str], list[str]]:  # type: ignore[no-untyped-def]
     """(specialised, unspecialised) digests of the corpus row sum at N = n, N_MULT = 1, 2, 4."""
     import triton
+    from test_checker_helpers import corpus_digests
 
-    from fixbits.checker.api import signature
-    from fixbits.checker.compile import capture_launches, gpu_target
-    from fixbits.checker.launch import corpus_launch
-    from fixbits.checker.soundness import Case, load_families
     from fixbits.corpus import row_sum
-    from fixbits.corpus.common import Config, to_device
+    from fixbits.corpus.common import to_device
 
     monkeypatch.setattr(triton.knobs.cache, "dir", str(tmp_path))
-    fam = next(f for f in load_families() if f.name == "row_sum")
     shape = {"M": 64, "N": n}
     inputs = {k: to_device(v, "cpu") for k, v in row_sum.make_inputs(shape, "fp32", "ordinary", 0).items()}
-    spec, plain = [], []
-    for n_mult in (1, 2, 4):
-        case = Case("row_sum", "fp32", pinned, (("BLOCK_M", 1), ("N_MULT", n_mult)), 4, 1)
-        with capture_launches(gpu_target("sm_90")) as got:
-            row_sum.launch(inputs, shape, Config(case.blocks, 4, 1), pinned)
-        (c,) = got
-        launch = corpus_launch(fam.module, shape, case.label())
-        assert launch is not None
-        spec.append(signature(c.asm, "ptx", launch=launch).digest)
-        plain.append(signature(c.asm, "ptx").digest)
-    return spec, plain
+    blocks = [(("BLOCK_M", 1), ("N_MULT", m)) for m in (1, 2, 4)]
+    return corpus_digests(row_sum, "fixbits.corpus.row_sum", inputs, shape, "fp32", pinned, blocks)
 
 
 def test_real_triton_pinned_row_sum_padded_halves_merge(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     """Pinned row sum at N = 1000: BLOCK_N = 2048 and 4096 pad whole halves of the tree; for this
     launch both are canon(the tree over the first 1024 columns), apart unspecialised."""
     pytest.importorskip("triton")
-    spec, plain = _row_sum_signatures(monkeypatch, tmp_path, 1000, True)
+    spec, plain = _row_sum_digests(monkeypatch, tmp_path, 1000, True)
     assert spec[1] == spec[2]
     assert len(set(plain)) == 3
 
@@ -187,6 +158,6 @@ def test_real_triton_pinned_row_sum_keeps_the_marker_of_a_sum_that_may_be_minus_
     padded tiles add +0 to it: canon(tree) is not the tree, so they stay apart (and the two
     padded ones meet)."""
     pytest.importorskip("triton")
-    spec, _ = _row_sum_signatures(monkeypatch, tmp_path, 1024, True)
+    spec, _ = _row_sum_digests(monkeypatch, tmp_path, 1024, True)
     assert spec[1] == spec[2]
     assert spec[0] != spec[1]
