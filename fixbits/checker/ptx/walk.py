@@ -459,9 +459,10 @@ class PTXWalk(Walk):
         return tv is not None and all(b is False for b in tv)
 
     def _drop_root_canon(self, v: Node, pred: Node | None) -> Node:
-        """A stored ``canon(x)`` (or a widening/narrowing ``cvt`` of one) is stored as ``x`` when at
-        every thread that may store, x is provably neither -0 nor a non-canonical NaN (signs.py):
-        there canon(x) has x's bits, and a thread that does not store writes no byte."""
+        """A ``canon(x)`` in a stored value (at its root or under per-thread operations, see
+        ``_uncanon``) is written ``x`` when at every thread that may store, x is provably neither
+        -0 nor a non-canonical NaN (signs.py): there canon(x) has x's bits, and a thread that
+        does not store writes no byte."""
         nb = self._thread_bits()
         if nb is None:
             return v
