@@ -161,3 +161,44 @@ def test_real_triton_pinned_row_sum_keeps_the_marker_of_a_sum_that_may_be_minus_
     spec, _ = _row_sum_digests(monkeypatch, tmp_path, 1024, True)
     assert spec[1] == spec[2]
     assert spec[0] != spec[1]
+
+
+def _span(start: str, live: tuple[tuple[str, int], ...] | None):  # type: ignore[no-untyped-def]
+    from fixbits.checker.balanced import Span
+    from fixbits.checker.forms import Poly
+    from fixbits.checker.node import Node
+
+    poly = Poly.const(0) if start == "0" else Poly.sym(start)
+    return Span(Node("leaf", ("global", 4, "p:0")), 3, poly, ("add", ("rn.f32",)), False, live)
+
+
+def test_complementary_live_sets_add_to_the_marked_tree():
+    from fixbits.checker.balanced import _complementary
+
+    got = _complementary(_span("0", (("tx3", 0), ("tx4", 0))), _span("0", (("tx3", 0), ("tx4", 1))))
+    assert got is not None and got.canon and got.live == (("tx3", 0),)
+    one = _complementary(_span("0", (("tx4", 0),)), _span("0", (("tx4", 1),)))
+    assert one is not None and one.canon and one.live is None
+
+
+def test_live_sets_that_are_not_complementary_stay_unproven():
+    from fixbits.checker.balanced import _complementary
+
+    # two bits differ: some threads would hold the tree twice, others not at all
+    assert _complementary(_span("0", (("tx3", 0), ("tx4", 0))), _span("0", (("tx3", 1), ("tx4", 1)))) is None
+    # the same live set is an ordinary combine, not this one
+    assert _complementary(_span("0", (("tx4", 0),)), _span("0", (("tx4", 0),))) is None
+    # other trees (starts) on the two sides
+    assert _complementary(_span("0", (("tx4", 0),)), _span("tx5", (("tx4", 1),))) is None
+    # the bit that picks the side moves the start: not one function of the thread's other bits
+    assert _complementary(_span("tx4", (("tx4", 0),)), _span("tx4", (("tx4", 1),))) is None
+
+
+def test_a_pad_is_a_span_only_in_a_specialised_collapse():
+    from fixbits.checker.balanced import Collapser
+    from fixbits.checker.node import const_bits
+
+    pad = const_bits(0, 32)
+    assert Collapser().span(pad) is None
+    got = Collapser(pads=True).span(pad)
+    assert got is not None and got.zero
