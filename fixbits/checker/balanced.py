@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from fixbits.checker.forms import Poly, is_bit_symbol
 from fixbits.checker.leaf_pred import is_coordinate_pred, relative_pred
 from fixbits.checker.node import Node, int_node
-from fixbits.checker.pads import FOLD_ADD, contractable, is_zero, nonneg
+from fixbits.checker.pads import RN_F32, contractable, is_zero, nonneg
 
 COMBINES = frozenset({"add", "mul", "max", "min"})  # with shfl and xwarp: node._COMBINING
 _ELEMENTWISE = frozenset({"cvt", "neg", "abs", "fabs", "mul", "add", "sub", "fma", "ex2", "lg2", "max", "min",
@@ -161,7 +161,7 @@ class Collapser:
         comb = (n.kind, n.attrs)
         if x.zero or y.zero or x.canon or y.canon or x.live or y.live:
             # (only a fold add: canon(x) + y = canon(x + y) and x + (+0) = canon(x), pads.mk_fadd)
-            if n.kind != "add" or not n.attrs or n.attrs[0] not in FOLD_ADD:
+            if n.kind != "add" or not n.attrs or n.attrs[0] not in RN_F32:
                 return None
             if n.attrs[0] == "f32" and any(s.height == 0 and contractable(s.template) for s in (x, y)):
                 return None  # (ptxas may fuse the product into an fma with this add)

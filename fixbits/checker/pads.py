@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from fixbits.checker.node import Node
 
-FOLD_ADD = frozenset({"f32", "rn.f32"})  # plain fp32 adds, round to nearest even, subnormals kept
+# fp32 add / mul modifiers read as round to nearest even with subnormals kept (no .ftz, .sat
+# or other rounding); only these fold
+RN_F32 = frozenset({"f32", "rn.f32"})
 
 
 def const_of(n: Node) -> int | None:
@@ -32,7 +34,7 @@ def is_bit_move(n: Node) -> bool:
 
 def is_zero(n: Node) -> bool:
     """The all-zero bit pattern: +0.0 in every float width."""
-    return n.poly is not None and n.poly.is_const() and n.poly.const_value() == 0
+    return const_of(n) == 0
 
 
 def contractable(n: Node) -> bool:
@@ -42,7 +44,7 @@ def contractable(n: Node) -> bool:
 
 def is_square(n: Node) -> bool:
     """``mul.f32`` / ``mul.rn.f32`` or ``fma.rn.f32`` whose two factors are one operand."""
-    if n.kind == "mul" and len(n.kids) == 2 and n.attrs and n.attrs[0] in FOLD_ADD:
+    if n.kind == "mul" and len(n.kids) == 2 and n.attrs and n.attrs[0] in RN_F32:
         return n.kids[0].digest == n.kids[1].digest
     if n.kind == "fma" and len(n.kids) == 3 and n.attrs == ("rn.f32",):
         return n.kids[0].digest == n.kids[1].digest
@@ -119,7 +121,7 @@ def nonneg(n: Node, memo: dict[bytes, bool]) -> bool:
         ok = True
     elif k == "canon":
         ok = nonneg(n.kids[0], memo)
-    elif k == "add" and len(n.kids) == 2 and n.attrs and n.attrs[0] in FOLD_ADD:
+    elif k == "add" and len(n.kids) == 2 and n.attrs and n.attrs[0] in RN_F32:
         ok = all(nonneg(x, memo) for x in n.kids)
     elif is_square(n):
         ok = n.kind == "mul" or nonneg(n.kids[2], memo)

@@ -146,7 +146,7 @@ def per_thread(
     tev: object,
     param_syms: set[str],
     memos: dict[tuple, dict[bytes, Node]],
-    col: Collapser | None = None,
+    col: Collapser,
 ) -> list[Root] | None:
     """The root as one relative root that every thread's store meets (thread_roots.py); None
     when some thread's store is not relative or two threads' stores differ as relative trees
@@ -163,7 +163,7 @@ def per_thread(
         v = tev.at(r.value, t)
         if a is None or v is None:
             return None
-        if tev.pads and col is not None:
+        if tev.pads:
             v = col.collapse(v)  # (reads resolved to +0 pads may leave a padded balanced tree)
         rel = relativize(a, v, param_syms, memos)
         if rel is None:

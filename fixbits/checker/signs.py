@@ -51,7 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fixbits.checker.node import Node
-from fixbits.checker.pads import FOLD_ADD, const_of, contractable, is_bit_move, is_square
+from fixbits.checker.pads import RN_F32, const_of, contractable, is_bit_move, is_square
 
 WIDEN = frozenset({"f32.f16", "f32.bf16"})  # exact float widenings
 
@@ -108,7 +108,7 @@ class SignFacts:
         c = const_of(n)
         if c is not None:
             return self.full if c == 0 else 0
-        if k == "add" and len(n.kids) == 2 and n.attrs and n.attrs[0] in FOLD_ADD:
+        if k == "add" and len(n.kids) == 2 and n.attrs and n.attrs[0] in RN_F32:
             if which == "nc":
                 return self.full
             a, b = n.kids

@@ -36,11 +36,12 @@ from typing import NamedTuple
 from fixbits.checker.forms import Poly, is_bit_symbol, split_thread_form
 from fixbits.checker.launch import U_EQ_BOUND, decide_cmp, join_truths
 from fixbits.checker.node import Node, int_node
-from fixbits.checker.pads import FOLD_ADD, is_bit_move, mk_fadd
+from fixbits.checker.pads import RN_F32, is_bit_move, mk_fadd
 
 _MAX_BITS = 10
 _SAME_BITS = 5  # _same_at evaluates a stored value at up to 2^this writers (one warp)
-_POINTWISE = frozenset({
+# node kinds whose value at a thread is a function of their operands' values at that thread
+POINTWISE = frozenset({
     "add", "sub", "mul", "fma", "div", "sqrt", "rsqrt", "rcp", "ex2", "lg2", "max", "min", "neg",
     "abs", "fabs", "cvt", "canon", "masked", "load", "pack", "slice", "and", "or", "not", "true",
 })  # fmt: skip
@@ -158,7 +159,7 @@ class ThreadEval:
             if a is None or b is None:
                 return None
             return Node(k, n.attrs, (p, a, b))
-        if k not in _POINTWISE:
+        if k not in POINTWISE:
             return None
         kids = []
         for x in n.kids:
@@ -174,7 +175,7 @@ class ThreadEval:
                 got = join_truths(k, vals)
             if got is not None:
                 return _const_pred(got)
-        if self.pads and k == "add" and len(kids) == 2 and n.attrs[0] in FOLD_ADD:
+        if self.pads and k == "add" and len(kids) == 2 and n.attrs[0] in RN_F32:
             return mk_fadd(kids[0], kids[1], n.attrs)
         return Node(k, n.attrs, tuple(kids))
 

@@ -23,9 +23,10 @@ from fixbits.checker.forms import (
 from fixbits.checker.forward import bit_op
 from fixbits.checker.launch import pred_truth, thread_truths
 from fixbits.checker.node import Node, Root, const_bits, int_node, opaque
-from fixbits.checker.pads import FOLD_ADD, is_bit_move, is_zero, mk_fadd, mk_ffma
+from fixbits.checker.pads import RN_F32, is_bit_move, is_zero, mk_fadd, mk_ffma
 from fixbits.checker.ptx.parse import Entry, Inst, split_args
 from fixbits.checker.signs import WIDEN, ReadFacts, SignFacts
+from fixbits.checker.thread_roots import POINTWISE
 from fixbits.checker.walk import (
     TRUE,
     UNDEF,
@@ -64,10 +65,6 @@ _SMEM_WAITS = ("cp.async.wait", "cp.async.bulk.wait", "mbarrier.try_wait", "mbar
                "fence.proxy", "cp.async.mbarrier")  # fmt: skip
 _FLOAT_OPS = {"add", "sub", "mul", "fma", "mad", "min", "max", "neg", "abs", "div", "rcp", "sqrt",
               "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "copysign", "testp", "cvt"}  # fmt: skip
-# operations whose result at a thread is a function of their operands at that thread (float
-# arithmetic, conversions, and ``pack``: halves packed into one register for a vector store)
-_PER_THREAD = frozenset({"add", "sub", "mul", "fma", "min", "max", "neg", "abs", "div", "rcp", "sqrt", "rsqrt",
-                         "ex2", "lg2", "cvt", "pack"})  # fmt: skip
 _SPECIAL_RE = re.compile(r"^%(tid|ntid|ctaid|nctaid|laneid|warpid|nwarpid|clusterid|nclusterid|cluster_ctaid|"
                          r"cluster_nctaid|smid|nsmid|clock|clock64|globaltimer|lanemask_\w+|dynamic_smem_size|"
                          r"total_smem_size|envreg\d+|cluster_ctarank|cluster_nctarank|is_explicit_cluster)(?:\.(\w))?$")  # fmt: skip
@@ -448,28 +445,20 @@ class PTXWalk(Walk):
             cands.append(tuple((j, w) for j, w, b in ws if b >= latest))
         return ReadFacts(tuple(cands))
 
-    def _never_stores(self, pred: Node | None) -> bool:
-        """A global store whose coordinate predicate is false at every thread of every block of
-        the launch writes no byte (a tile wider than the row: its columns past N): it leaves no
-        root. Specialised walks only; an undecided thread keeps the store."""
-        if not self.spec or pred is None or not pred_is_coordinate(pred):
-            return False
+    def _storers(self, pred: Node | None) -> int | None:
+        """The threads of the block that may run a global store under ``pred`` (a coordinate
+        predicate or none): every thread but those where it is false in every block of the
+        launch (``thread_truths``). None outside launch-specialised walks of whole-warp blocks.
+        0 means the store writes no byte (a tile wider than the row: its columns past N) and
+        leaves no root; otherwise a ``canon`` in the stored value is dropped where the sign facts
+        prove it the value itself at every storer (``_uncanon``)."""
         nb = self._thread_bits()
-        tv = thread_truths(pred, self.grid, nb) if nb is not None else None
-        return tv is not None and all(b is False for b in tv)
-
-    def _drop_root_canon(self, v: Node, pred: Node | None) -> Node:
-        """A ``canon(x)`` in a stored value (at its root or under per-thread operations, see
-        ``_uncanon``) is written ``x`` when at every thread that may store, x is provably neither
-        -0 nor a non-canonical NaN (signs.py): there canon(x) has x's bits, and a thread that
-        does not store writes no byte."""
-        nb = self._thread_bits()
-        if nb is None:
-            return v
-        size = 1 << nb
+        if not self.spec or nb is None:
+            return None
         tv = thread_truths(pred, self.grid, nb) if pred is not None else None
-        storing = (1 << size) - 1 if tv is None else sum(1 << t for t, b in enumerate(tv) if b is not False)
-        return self._uncanon(v, storing, SignFacts(nb, self.masked_false, self.read_facts))
+        if tv is None:
+            return (1 << (1 << nb)) - 1
+        return sum(1 << t for t, b in enumerate(tv) if b is not False)
 
     def _holds_canon(self, v: Node) -> bool:
         """Some node of v's tree is a ``canon`` marker (memoised on the digest: a pure function)."""
@@ -479,10 +468,13 @@ class PTXWalk(Walk):
         return got
 
     def _uncanon(self, v: Node, storing: int, facts: SignFacts) -> Node:
-        """``_drop_root_canon`` through per-thread float operations (``_PER_THREAD``: their
-        value at a thread is a function of their operands' values at that thread, so an operand
-        replaced by one with the same bits at every storing thread leaves the result's bits there
-        unchanged) and both value arms of a ``select``.
+        """A ``canon(x)`` in a stored value is written ``x`` when at every thread that may store,
+        x is provably neither -0 nor a non-canonical NaN (signs.py): there canon(x) has x's bits,
+        and a thread that does not store writes no byte. The marker is sought at the root and
+        through per-thread operations (thread_roots.POINTWISE: their value at a thread is a
+        function of their operands' values at that thread, so an operand replaced by one with the
+        same bits at every storing thread leaves the result's bits there unchanged) and both
+        value arms of a ``select``.
 
         ``storing`` is a set of threads outside which the node's value is never stored. A
         ``select(p, a, b)`` stores a's bits at the storing threads where p holds and b's where it
@@ -507,7 +499,7 @@ class PTXWalk(Walk):
         if v.kind == "canon":
             x = v.kids[0]
             return v if storing & ~facts.canon_fixed(x) else x
-        if v.kind in _PER_THREAD and v.kids:
+        if v.kind in POINTWISE and v.kids:
             kids = tuple(self._uncanon(k, storing, facts) for k in v.kids)
             if all(k is o for k, o in zip(kids, v.kids, strict=True)):
                 return v
@@ -892,10 +884,10 @@ class PTXWalk(Walk):
                 lanes.append(Node(kind, (".".join(parts[1:-1] + [ty[:-2]]),), tuple(lane_ops)))
             self.write(ins, ins.args[0], mk_pack(lanes, 16))
             return None
-        if self.spec and len(ops) == 2 and kind == "add" and attrs[0] in FOLD_ADD:
+        if self.spec and len(ops) == 2 and kind == "add" and attrs[0] in RN_F32:
             self.write(ins, ins.args[0], mk_fadd(ops[0], ops[1], attrs))
             return None
-        if self.spec and kind == "mul" and attrs[0] in FOLD_ADD and len(ops) == 2 and is_zero(ops[0]) and is_zero(ops[1]):
+        if self.spec and kind == "mul" and attrs[0] in RN_F32 and len(ops) == 2 and is_zero(ops[0]) and is_zero(ops[1]):
             self.write(ins, ins.args[0], ops[0])  # +0 * +0 = +0 exactly
             return None
         if self.spec and kind == "fma" and attrs[0] == "rn.f32" and len(ops) == 3:
@@ -1004,8 +996,13 @@ class PTXWalk(Walk):
         src = ins.args[1]
         vals = [self.val(x) for x in split_args(src[1:-1])] if src.startswith("{") else [self.val(src)]
         pred = self.cur_pred(ins)
-        if space not in ("shared", "local") and self._never_stores(pred):
-            return None
+        storers, facts = None, None
+        if space not in ("shared", "local") and (pred is None or pred_is_coordinate(pred)):
+            storers = self._storers(pred)
+            if storers == 0:
+                return None
+            if storers is not None:
+                facts = SignFacts(self._thread_bits() or 0, self.masked_false, self.read_facts)
         for k, v in enumerate(vals):
             ak = a + Poly.const(k * nbytes)
             if space == "shared":
@@ -1015,8 +1012,8 @@ class PTXWalk(Walk):
             else:
                 if pred is not None and not pred_is_coordinate(pred):
                     v = Node("select", (), (pred, v, Node("keep", ())))
-                elif self.spec:
-                    v = self._drop_root_canon(v, pred)
+                elif storers is not None and facts is not None:
+                    v = self._uncanon(v, storers, facts)
                 self.global_store(ak, v, nbytes)
         return None
 
