@@ -47,19 +47,14 @@ def _kernels() -> dict[str, Any]:
     import triton
     import triton.language as tl
 
-    def asm_kernel(op: str) -> Any:
-        @triton.jit
-        def k(a_ptr, b_ptr, o_ptr, n, BLOCK: tl.constexpr):
-            i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-            m = i < n
-            a = tl.load(a_ptr + i, mask=m)
-            b = tl.load(b_ptr + i, mask=m)
-            o = tl.inline_asm_elementwise(
-                f"{op} $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.float32, is_pure=True, pack=1
-            )
-            tl.store(o_ptr + i, o, mask=m)
-
-        return k
+    @triton.jit
+    def asm_kernel(a_ptr, b_ptr, o_ptr, n, ASM: tl.constexpr, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = i < n
+        a = tl.load(a_ptr + i, mask=m)
+        b = tl.load(b_ptr + i, mask=m)
+        o = tl.inline_asm_elementwise(ASM, "=r,r,r", [a, b], dtype=tl.float32, is_pure=True, pack=1)
+        tl.store(o_ptr + i, o, mask=m)
 
     @triton.jit
     def tl_max(a_ptr, b_ptr, o_ptr, n, BLOCK: tl.constexpr):
@@ -73,10 +68,20 @@ def _kernels() -> dict[str, Any]:
         m = i < n
         tl.store(o_ptr + i, tl.minimum(tl.load(a_ptr + i, mask=m), tl.load(b_ptr + i, mask=m)), mask=m)
 
-    out: dict[str, Any] = {op: asm_kernel(op) for op in OPS[:4]}
+    out: dict[str, Any] = {op: _Asm(asm_kernel, f"{op} $0, $1, $2;") for op in OPS[:4]}
     out["tl.maximum"] = tl_max
     out["tl.minimum"] = tl_min
     return out
+
+
+class _Asm:
+    """``kern[grid](...)`` of one inline-PTX op (the instruction text goes in as a constexpr)."""
+
+    def __init__(self, kern: Any, asm: str) -> None:
+        self.kern, self.asm = kern, asm
+
+    def __getitem__(self, grid: Any) -> Any:
+        return lambda *a, **kw: self.kern[grid](*a, ASM=self.asm, **kw)
 
 
 def _hex(u: int) -> str:
@@ -103,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     b = torch.tensor(to_i32(b_bits), dtype=torch.int32, device=dev).view(torch.float32)
     report: dict[str, Any] = {
         "device": torch.cuda.get_device_name(0),
-        "torch": torch.__version__,
-        "triton": __import__("triton").__version__,
+        "torch": str(torch.__version__),
+        "triton": str(__import__("triton").__version__),
         "values": {k: _hex(v) for k, v in SPECIALS.items()},
         "ops": {},
     }
