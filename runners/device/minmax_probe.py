@@ -100,12 +100,9 @@ def main(argv: list[str] | None = None) -> int:
 
     names = list(SPECIALS)
     pairs = [(x, y) for x in names for y in names]
-    a_bits = [SPECIALS[x] for x, _ in pairs]
-    b_bits = [SPECIALS[y] for _, y in pairs]
-    to_i32 = lambda v: [struct.unpack("<i", struct.pack("<I", u))[0] for u in v]  # noqa: E731
     dev = torch.device("cuda")
-    a = torch.tensor(to_i32(a_bits), dtype=torch.int32, device=dev).view(torch.float32)
-    b = torch.tensor(to_i32(b_bits), dtype=torch.int32, device=dev).view(torch.float32)
+    a = _f32([SPECIALS[x] for x, _ in pairs], dev)
+    b = _f32([SPECIALS[y] for _, y in pairs], dev)
     report: dict[str, Any] = {
         "device": torch.cuda.get_device_name(0),
         "torch": str(torch.__version__),
@@ -141,12 +138,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _f32(raw: list[int], dev: Any) -> Any:
+    """An fp32 tensor holding these raw bit patterns (through an int32 view: no float rounding)."""
+    import torch
+
+    signed = [struct.unpack("<i", struct.pack("<I", u))[0] for u in raw]
+    return torch.tensor(signed, dtype=torch.int32, device=dev).view(torch.float32)
+
+
 def _run(kern: Any, a: Any, b: Any) -> Any:
     import torch
+    import triton
 
     o = torch.empty_like(a)
     n = a.numel()
-    kern[(triton_cdiv(n, 256),)](a, b, o, n, BLOCK=256)
+    kern[(triton.cdiv(n, 256),)](a, b, o, n, BLOCK=256)
     return o
 
 
@@ -155,12 +161,7 @@ def _associativity(kern: Any, names: list[str], dev: Any) -> list[str]:
     import torch
 
     trip = [(x, y, z) for x in names for y in names for z in names]
-    col = lambda j: torch.tensor(  # noqa: E731
-        [struct.unpack("<i", struct.pack("<I", SPECIALS[t[j]]))[0] for t in trip],
-        dtype=torch.int32,
-        device=dev,
-    ).view(torch.float32)
-    x, y, z = col(0), col(1), col(2)
+    x, y, z = (_f32([SPECIALS[t[j]] for t in trip], dev) for j in range(3))
     left = _run(kern, _run(kern, x, y), z).view(torch.int32).cpu().tolist()
     right = _run(kern, x, _run(kern, y, z)).view(torch.int32).cpu().tolist()
     return [
@@ -168,10 +169,6 @@ def _associativity(kern: Any, names: list[str], dev: Any) -> list[str]:
         for t, lv, rv in zip(trip, left, right, strict=True)
         if lv != rv
     ]
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 if __name__ == "__main__":
