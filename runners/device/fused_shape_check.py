@@ -23,8 +23,9 @@ sys.path.insert(0, str(REPO))
 import yaml  # noqa: E402
 
 
-def _cases(torch: Any, c: Any, m: int, n: int, g: Any) -> dict[str, tuple[dict[str, Any], Any]]:
+def _cases(c: Any, m: int, n: int, g: Any) -> dict[str, tuple[dict[str, Any], Any]]:
     """Epilogue name -> (fixbits.matmul keywords, the eager reference on cuBLAS's output c)."""
+    import torch
     import torch.nn.functional as F
 
     def rnd(*shape: int) -> Any:
@@ -45,7 +46,9 @@ def _cases(torch: Any, c: Any, m: int, n: int, g: Any) -> dict[str, tuple[dict[s
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--budget-s", type=float, default=60.0)
+    ap.add_argument(
+        "--budget-s", type=float, default=60.0, help="taken for run_all.sh; the check takes seconds"
+    )
     ap.add_argument("--shape", default="16,4096,4096", help="M,N,K (fp16 in and out)")
     ap.add_argument("--draws", type=int, default=10, help="odd draws scale A's rows by 2^[-8, 8)")
     ap.add_argument("--seed", type=int, default=21)
@@ -67,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         if wide:
             a = a * torch.exp2(torch.randint(-8, 8, (m, 1), device="cuda", generator=g).half())
         c = torch.mm(a, b)
-        for name, (kw, ref) in _cases(torch, c, m, n, g).items():
+        for name, (kw, ref) in _cases(c, m, n, g).items():
             y = matmul(a, b, **kw)
             diff = int((y.view(torch.int16) != ref.view(torch.int16)).sum())
             rows.append({"draw": d, "wide": wide, "epilogue": name, "differing": diff})
