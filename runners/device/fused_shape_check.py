@@ -5,9 +5,9 @@
 
 For a profile entry that was just added (session 21: ``a66-t394-s3``, the fp16->fp16 answer of
 the fused-benchmark shape 16x4096x4096 on the H200), this is the quick byte check before a whole
-benchmark: the plain GEMM and every fused epilogue (bias, ReLU, GELU, SiLU·gate, residual,
-scale), on ordinary draws and on draws whose rows carry wide power-of-two scales, compared as
-int16 views. Writes DIR/fused_shape_check.yaml; exit status 1 on any differing draw.
+benchmark: the plain GEMM and every epilogue the fused benchmark times, against torch.mm and the
+same eager reference the benchmark uses, on ordinary and wide draws (``fixbits.inputs``), compared
+as int16 views. Writes DIR/fused_shape_check.yaml; exit status 1 on any differing draw.
 """
 
 from __future__ import annotations
@@ -19,28 +19,30 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks" / "gemm"))  # bench.FUSED_EPILOGUES: the epilogues it times
 
 import yaml  # noqa: E402
 
 
-def _cases(c: Any, m: int, n: int, g: Any) -> dict[str, tuple[dict[str, Any], Any]]:
-    """Epilogue name -> (fixbits.matmul keywords, the eager reference on cuBLAS's output c)."""
-    import torch
-    import torch.nn.functional as F
+def _references(c: Any, side: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Epilogue name -> (its ops, the eager reference on cuBLAS's output c): each fused
+    benchmark epilogue (``bench.FUSED_EPILOGUES``) as ``fixbits.matmul``'s own fallback and
+    ``bench.measure_fused`` build it (``precompile.epilogue_ops``, ``eager_epilogue``)."""
+    from bench import FUSED_EPILOGUES
 
-    def rnd(*shape: int) -> Any:
-        return torch.randn(*shape, dtype=torch.float16, device="cuda", generator=g)
+    from fixbits.desc import GEMMDesc
+    from fixbits.kernels.matmul import eager_epilogue
+    from fixbits.kernels.precompile import epilogue_ops
 
-    bias, res, gate = rnd(n), rnd(m, n), rnd(m, n)
-    return {
-        "none": ({}, c),
-        "bias": ({"epilogue": "bias", "bias": bias}, c + bias),
-        "relu": ({"epilogue": "relu"}, F.relu(c)),
-        "gelu": ({"epilogue": "gelu"}, F.gelu(c)),
-        "silu_gate": ({"epilogue": "silu_gate", "gate": gate}, F.silu(c) * gate),
-        "residual": ({"epilogue": "residual", "residual": res}, c + res),
-        "scale": ({"epilogue": (("scale", 0.5),)}, c * 0.5),
-    }
+    base = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16")
+    out: dict[str, tuple[Any, Any]] = {"none": ((), c)}
+    for name in FUSED_EPILOGUES:
+        ops = epilogue_ops(name)
+        out[name] = (
+            ops,
+            eager_epilogue(c, base.replace(epilogue=ops), side["bias"], side["residual"], side["gate"]),
+        )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         "--budget-s", type=float, default=60.0, help="taken for run_all.sh; the check takes seconds"
     )
     ap.add_argument("--shape", default="16,4096,4096", help="M,N,K (fp16 in and out)")
-    ap.add_argument("--draws", type=int, default=10, help="odd draws scale A's rows by 2^[-8, 8)")
+    ap.add_argument(
+        "--draws", type=int, default=10, help="even draws ordinary, odd draws wide (fixbits.inputs)"
+    )
     ap.add_argument("--seed", type=int, default=21)
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -58,26 +62,27 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from fixbits.inputs import draw
+    from fixbits.kernels.backend import to_torch
     from fixbits.kernels.matmul import matmul
 
     m, n, k = (int(x) for x in args.shape.split(","))
-    g = torch.Generator(device="cuda").manual_seed(args.seed)
     rows = []
     for d in range(args.draws):
-        wide = bool(d % 2)
-        a = torch.randn(m, k, dtype=torch.float16, device="cuda", generator=g)
-        b = torch.randn(k, n, dtype=torch.float16, device="cuda", generator=g)
-        if wide:
-            a = a * torch.exp2(torch.randint(-8, 8, (m, 1), device="cuda", generator=g).half())
-        c = torch.mm(a, b)
-        for name, (kw, ref) in _cases(c, m, n, g).items():
-            y = matmul(a, b, **kw)
+        kind = "wide" if d % 2 else "ordinary"
+        seed = args.seed + d
+        a, b = (
+            to_torch(draw(s, "fp16", kind, seed + i), "fp16", "cuda") for i, s in enumerate(((m, k), (k, n)))
+        )
+        side = {  # the epilogue operands, ordinary draws in the output dtype
+            name: to_torch(draw(s, "fp16", "ordinary", seed + 2 + i), "fp16", "cuda")
+            for i, (name, s) in enumerate((("bias", (n,)), ("residual", (m, n)), ("gate", (m, n))))
+        }
+        for name, (ops, ref) in _references(torch.mm(a, b), side).items():
+            y = matmul(a, b, epilogue=ops or None, **side)
             diff = int((y.view(torch.int16) != ref.view(torch.int16)).sum())
-            rows.append({"draw": d, "wide": wide, "epilogue": name, "differing": diff})
-            print(
-                f"draw {d} {'wide' if wide else 'ordinary':8s} {name:10s} differing elements {diff}",
-                flush=True,
-            )
+            rows.append({"draw": d, "kind": kind, "seed": seed, "epilogue": name, "differing": diff})
+            print(f"draw {d} {kind:8s} seed {seed} {name:10s} differing elements {diff}", flush=True)
     bad = [r for r in rows if r["differing"]]
     summary = {
         "device": torch.cuda.get_device_name(0),

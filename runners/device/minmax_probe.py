@@ -14,7 +14,6 @@ special values, and records the raw bits of both orders. Writes DIR/minmax_probe
 from __future__ import annotations
 
 import argparse
-import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -111,9 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "ops": {},
     }
     for op, kern in _kernels().items():
-        o = _run(kern, a, b)
-        torch.cuda.synchronize()
-        got = [int(x) & 0xFFFFFFFF for x in o.view(torch.int32).cpu().tolist()]
+        got = _raw(_run(kern, a, b))
         res = {(x, y): got[i] for i, (x, y) in enumerate(pairs)}
         order_dependent = sorted(
             f"{x},{y}: {_hex(res[(x, y)])} vs {_hex(res[(y, x)])}"
@@ -139,11 +136,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _f32(raw: list[int], dev: Any) -> Any:
-    """An fp32 tensor holding these raw bit patterns (through an int32 view: no float rounding)."""
-    import torch
+    """An fp32 tensor on ``dev`` holding these raw bit patterns."""
+    from fixbits.kernels.backend import to_torch
+    from fixbits.numerics.formats import from_bits
 
-    signed = [struct.unpack("<i", struct.pack("<I", u))[0] for u in raw]
-    return torch.tensor(signed, dtype=torch.int32, device=dev).view(torch.float32)
+    return to_torch(from_bits(raw, "fp32"), "fp32", dev)
+
+
+def _raw(t: Any) -> list[int]:
+    """The raw bit patterns of an fp32 tensor, as unsigned ints."""
+    from fixbits.kernels.backend import to_numpy
+    from fixbits.numerics.formats import bits
+
+    return [int(u) for u in bits(to_numpy(t, "fp32"))]
 
 
 def _run(kern: Any, a: Any, b: Any) -> Any:
@@ -158,12 +163,10 @@ def _run(kern: Any, a: Any, b: Any) -> Any:
 
 def _associativity(kern: Any, names: list[str], dev: Any) -> list[str]:
     """op(op(x, y), z) against op(x, op(y, z)) on every triple: the triples whose bits differ."""
-    import torch
-
     trip = [(x, y, z) for x in names for y in names for z in names]
     x, y, z = (_f32([SPECIALS[t[j]] for t in trip], dev) for j in range(3))
-    left = _run(kern, _run(kern, x, y), z).view(torch.int32).cpu().tolist()
-    right = _run(kern, x, _run(kern, y, z)).view(torch.int32).cpu().tolist()
+    left = _raw(_run(kern, _run(kern, x, y), z))
+    right = _raw(_run(kern, x, _run(kern, y, z)))
     return [
         f"{','.join(t)}: {_hex(lv)} vs {_hex(rv)}"
         for t, lv, rv in zip(trip, left, right, strict=True)
