@@ -102,26 +102,40 @@ def _all_tc_configs() -> list[Any]:
     from fixbits.kernels._host import KernelConfig
     from fixbits.kernels.tuning import equivalence_space, tensor_core_classes
 
-    seen: dict[str, Any] = {}
+    # (config, the input dtype it is for: None for every dtype, compiled as fp16 single-pass)
+    seen: dict[tuple[str, str | None], tuple[Any, str | None]] = {}
     for cls in tensor_core_classes():
         for cfg in (cls.default, *cls.space):
-            seen.setdefault(cfg.label(), cfg)
+            seen.setdefault((cfg.label(), None), (cfg, None))
+        for w, cfg in zip(cls.when, cls.space, strict=True):
+            for dt in w.in_dtypes:
+                seen.pop((cfg.label(), None), None)
+                seen.setdefault((cfg.label(), dt), (cfg, dt))
+        for dt, cfg in cls.dtype_defaults:
+            seen.setdefault((cfg.label(), dt), (cfg, dt))
     for raw in equivalence_space("tensor_core"):
         cfg = KernelConfig.from_dict(raw)
-        seen.setdefault(cfg.label(), cfg)
-    return [seen[k] for k in sorted(seen)]
+        seen.setdefault((cfg.label(), None), (cfg, None))
+    return [seen[k] for k in sorted(seen, key=str)]
 
 
-def _label(cfg: Any) -> str:
-    return str(cfg.label())
+def _label(case: Any) -> str:
+    cfg, dt = case
+    return str(cfg.label()) + (f"-{dt}" if dt else "")
 
 
 CONFIGS = _all_tc_configs()
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=_label)
-def test_every_tensor_core_config_compiles_with_every_pointer_argument(cfg: Any) -> None:
-    desc = _desc_for(TC, "fp16", "fp16", POINTER_EP)
+@pytest.mark.parametrize("case", CONFIGS, ids=_label)
+def test_every_tensor_core_config_compiles_with_every_pointer_argument(case: Any) -> None:
+    """A config kept for one input dtype (``when: in_dtypes``) compiles on that dtype's family:
+    fp8 entries are per-MMA turns of one promotion group, K-major B (the TMA body)."""
+    cfg, dt = case
+    if dt is None:
+        desc = _desc_for(TC, "fp16", "fp16", POINTER_EP)
+    else:
+        desc = _desc_for(TC_FAMILIES["per_mma"], dt, "fp32", POINTER_EP)
     _compile(desc, cfg)
     if cfg.USE_TMA:  # the B^T descriptor path too
         _compile(desc, cfg, b_t=True)
@@ -170,11 +184,11 @@ def _config_family_dtype() -> list[tuple[Any, str, str]]:
     every other family (alternating), the input dtype rotating (fp16, bf16, fp8), so every
     config meets two or three families and each family meets each dtype."""
     out = []
-    for i, cfg in enumerate(CONFIGS):
+    for i, (cfg, only) in enumerate(CONFIGS):
         for j, family in enumerate(sorted(TC_FAMILIES)):
-            if (i + j) % 2:
+            if (i + j) % 2 or (only and family == "mma_k8"):
                 continue
-            dts = IN_DTYPES[:2] if family == "mma_k8" else IN_DTYPES
+            dts = (only,) if only else IN_DTYPES[:2] if family == "mma_k8" else IN_DTYPES
             out.append((cfg, family, dts[(i + j) % len(dts)]))
     return out
 

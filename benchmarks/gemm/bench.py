@@ -179,6 +179,11 @@ def main() -> int:
     ap.add_argument("--tune-limit", type=int, default=4, help="candidates per shape (0: all of shape_space)")
     ap.add_argument("--tune-s", type=float, default=6.0, help="tuning time per shape (compiles included)")
     ap.add_argument(
+        "--check-candidates",
+        action="store_true",
+        help="compare every tuning candidate's bytes with cuBLAS's, not only the winner's",
+    )
+    ap.add_argument(
         "--tune-by",
         default="graph",
         choices=["graph", "call"],
@@ -289,6 +294,7 @@ def main() -> int:
         bench.seeds = load_seeds(Path(args.seed_tuned))  # type: ignore[attr-defined]
         print(f"{len(bench.seeds)} seed configs from {args.seed_tuned}", flush=True)
     bench.tune_limit = args.tune_limit  # type: ignore[attr-defined]
+    bench.check_candidates = args.check_candidates  # type: ignore[attr-defined]
     bench.tune_s = args.tune_s  # type: ignore[attr-defined]
     bench.out = out  # type: ignore[attr-defined]
 
@@ -362,7 +368,8 @@ def subset(shapes, per_cell: int):
 
 
 GEMM_KEYS = ("t_ours_ms", "t_cublas_ms", "speed_ours", "t_ours_gpu_ms", "t_cublas_gpu_ms", "speed_ours_gpu",
-             "tflops_ours", "tflops_cublas", "splitk_tail_lost", "bytes_equal_cublas")  # fmt: skip
+             "tflops_ours", "tflops_cublas", "splitk_tail_lost", "bytes_equal_cublas", "candidates_checked",
+             "candidates_unequal")  # fmt: skip
 
 
 def measure_shape(i: int, row: dict, bench, gemm: dict | None = None) -> None:
@@ -395,8 +402,11 @@ def measure_shape(i: int, row: dict, bench, gemm: dict | None = None) -> None:
     if desc.instruction != "fma":
         key = (choice.family, desc.in_dtype, desc.out_dtype)
         t_tune = time.monotonic()
+        run = lambda c: bench(lambda: matmul(a, b, desc=via, config=c, out_dtype=PAIR.out_dtype), "tune")  # noqa: E731
+        if getattr(bench, "check_candidates", False) and row["desc_source"] == "profile":
+            run = checked_candidates(row, a, b, via, run)
         _, times = tune(
-            key, m, lambda c: bench(lambda: matmul(a, b, desc=via, config=c, out_dtype=PAIR.out_dtype), "tune"), n, k,
+            key, m, run, n, k,
             limit=getattr(bench, "tune_limit", 0),
             deadline=min(t_tune + getattr(bench, "tune_s", 1e9), getattr(bench, "pass_end", float("inf"))),
             seeds=tuple(c for c in [getattr(bench, "seeds", {}).get((m, n, k))] if c is not None),
@@ -416,6 +426,26 @@ def measure_shape(i: int, row: dict, bench, gemm: dict | None = None) -> None:
         if gemm is not None:
             gemm[(m, n, k)] = {key: row[key] for key in GEMM_KEYS if key in row}
     measure_fused(row, bench, a, b, desc, via)
+
+
+def checked_candidates(row: dict, a, b, via, run):
+    """``run`` that also compares each tuning candidate's bytes with cuBLAS's: every config of a
+    family must return the same bytes, and the tuner would otherwise check only its winner.
+    Configs that differ are listed in row["candidates_unequal"]."""
+    from fixbits.kernels.matmul import matmul
+
+    want = cublas_bytes(a, b, cublas_fn(a, b))
+    row["candidates_checked"] = 0
+    row["candidates_unequal"] = ""
+
+    def checked(c):
+        got = matmul(a, b, desc=via, config=c, out_dtype=PAIR.out_dtype)
+        row["candidates_checked"] += 1
+        if not same_bits(got, want):
+            row["candidates_unequal"] = " ".join(filter(None, [row["candidates_unequal"], c.label()]))
+        return run(c)
+
+    return checked
 
 
 def shape_desc(m: int, n: int, k: int):
@@ -455,7 +485,7 @@ def run_precompile(shapes, fused_shapes, bench, workers: int, timeout_s: float) 
         if desc is None or PAIR.skip_reason(m, n, k):
             continue
         seed = tuple(c for c in [seeds.get((m, n, k))] if c is not None)
-        for cfg in candidates(m, n, k, getattr(bench, "tune_limit", 0), seed):
+        for cfg in candidates(m, n, k, getattr(bench, "tune_limit", 0), seed, PAIR.in_dtype):
             for ep in dict.fromkeys(eps):
                 jobs.append(CompileJob(m, n, k, desc, ep, tuple(cfg.to_dict().items()), PAIR.out_dtype))
     sms = num_sms(torch.device(DEVICE)) if DEVICE == "cuda" else 132
@@ -773,6 +803,13 @@ def write_outputs(rows, out: Path, *, quiet: bool = False) -> None:
     eq = sum(1 for r in full if r.get("bytes_equal_cublas"))
     eq_tail = sum(1 for r in tail if r.get("bytes_equal_cublas"))
     errs = [r for r in all_rows if r.get("error")]
+    checked = [r for r in rows if r.get("candidates_checked")]
+    if checked:
+        bad = [r for r in checked if r.get("candidates_unequal")]
+        lines += ["", f"Tuning candidates compared with cuBLAS's bytes: "
+                  f"{sum(r['candidates_checked'] for r in checked)} over {len(checked)} shapes; shapes with a "
+                  f"candidate that differs: {len(bad)}"]  # fmt: skip
+        lines += [f"- {r['m']}x{r['n']}x{r['k']}: {r['candidates_unequal']}" for r in bad[:40]]
     skipped = [r for r in rows if r.get("skipped")]
     sources: dict = {}
     for r in rows:

@@ -236,6 +236,67 @@ def chain_promoted(
 
 
 @triton.jit
+def chain_promoted_tma(
+    acc,
+    a_rows,
+    b_cols,
+    a_desc,
+    b_desc,
+    off_m,
+    off_n,
+    s,
+    e,
+    sak,
+    sbk,
+    STEP: tl.constexpr,
+    IK: tl.constexpr,
+    HWK: tl.constexpr,
+    PROMO: tl.constexpr,
+    TURN: tl.constexpr,
+    RES_FIRST: tl.constexpr,
+    B_TRANS: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    """chain_promoted for fp8 inputs with the aligned body loaded by TMA, TURN elements (a whole
+    number of promotion groups) per turn. Each turn is one dot with max_num_imprecise_acc =
+    PROMO*IK: Triton's sm_90 lowering then runs every group's PROMO instructions into a
+    zero-started partial accumulator and adds it to acc with one fp32 add, the same adds in the
+    same order as chain_promoted, without a zero-started dot per group."""
+    tmp = tl.zeros_like(acc)
+    cnt = 0
+    n = e - s
+    r = n % STEP
+    if RES_FIRST:
+        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, s, s + r, sak, sbk, IK, HWK, PROMO)
+        lo = s + r
+        hi = e
+    else:
+        lo = s
+        hi = e - r
+    G: tl.constexpr = PROMO * IK
+    # finish the promotion group the residue left open, one instruction at a time
+    head = ((PROMO - cnt) % PROMO) * IK
+    head = tl.minimum(head, hi - lo)
+    acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, lo, lo + head, sak, sbk, IK, HWK, PROMO)
+    lo2 = lo + head
+    nb = (hi - lo2) // TURN
+    for i in tl.range(0, nb, num_stages=NUM_STAGES):
+        k0 = lo2 + i * TURN
+        a = a_desc.load([off_m, k0])
+        if B_TRANS:
+            b = b_desc.load([off_n, k0]).T
+        else:
+            b = b_desc.load([k0, off_n])
+        acc = tl.dot(a, b, acc, max_num_imprecise_acc=G)
+    acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, lo2 + nb * TURN, hi, sak, sbk, IK, HWK, PROMO)
+    if not RES_FIRST:
+        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, hi, e, sak, sbk, IK, HWK, PROMO)
+    if cnt > 0:
+        acc = acc + tmp
+    return acc
+
+
+@triton.jit
 def chain(
     acc,
     a_rows,

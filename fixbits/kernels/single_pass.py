@@ -29,7 +29,7 @@ from fixbits.kernels._host import (
     swapped_epilogue,
     torch_dtype,
 )
-from fixbits.kernels._tensorcore import chain, chain_fast_tma, tile_coords
+from fixbits.kernels._tensorcore import chain, chain_fast_tma, chain_promoted_tma, tile_coords
 from fixbits.kernels.epilogue import epilogue_store, epilogue_value
 from fixbits.kernels.launch import DescAt, DescForm, DirectLaunch
 from fixbits.kernels.plan import UnsupportedDesc
@@ -86,9 +86,13 @@ def _single_pass_kernel(
     a_rows = a_ptr + rm_ld[:, None] * sam
     b_cols = b_ptr + rn_ld[None, :] * sbn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if USE_TMA:
+    if USE_TMA and PROMO == 0:
         acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
                              STEP, IK, HWK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
+    elif USE_TMA:
+        TURN: tl.constexpr = GROUPS * PROMO * IK
+        acc = chain_promoted_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K,
+                                 sak, sbk, STEP, IK, HWK, PROMO, TURN, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
     else:
         acc = chain(
             acc, a_rows, b_cols, 0, K, sak, sbk, STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, NUM_STAGES
@@ -153,6 +157,21 @@ def promo_of(desc: GEMMDesc) -> int:
     return 0 if desc.use_fast_accum else int(desc.promotion_interval or 1)
 
 
+def promoted_tma(desc: GEMMDesc) -> bool:
+    """Whether a per-MMA chain may take the TMA body (chain_promoted_tma): fp8 inputs into an
+    fp32 accumulator, where Triton's sm_90 dot promotes a partial accumulator itself, and a
+    promotion group of a power-of-two width."""
+    promo = promo_of(desc)
+    g = promo * desc.instruction_k
+    return bool(promo) and desc.in_dtype.startswith("fp8") and desc.acc_dtype == "fp32" and not g & (g - 1)
+
+
+def tma_k(desc: GEMMDesc, cfg: KernelConfig) -> int:
+    """K width of one TMA turn: BLOCK_K for fast accumulation, GROUPS promotion groups per-MMA."""
+    promo = promo_of(desc)
+    return cfg.BLOCK_K if not promo else groups_for(desc, cfg) * promo * desc.instruction_k
+
+
 def groups_for(desc: GEMMDesc, cfg: KernelConfig) -> int:
     """Promotion groups per turn for the per-MMA body (0: one instruction at a time)."""
     promo = promo_of(desc)
@@ -189,7 +208,7 @@ def launch_tile_kernel(
     a_desc, b_desc, b_trans = tma_descriptors(desc, a, b, cfg)
     # the TMA store rides the TMA route only; a swapped call writes C^T (column-major): masked store
     c_desc = out_descriptor(out, cfg) if a_desc is not None and not swapped else None
-    if cfg.PERSISTENT and a_desc is not None:
+    if cfg.PERSISTENT and a_desc is not None and not promo_of(desc):
         progs = min(tiles, num_sms(a.device) * cfg.PERSISTENT)
         return _single_pass_persistent_kernel[(progs,)](
             a, b, out, *ep.kernel_args(out), a_desc, b_desc, c_desc,
@@ -224,20 +243,21 @@ def tma_descriptors(
     ``require_cuda=False`` lets the CPU tests compile the TMA body ahead of time."""
     if (
         not cfg.USE_TMA
-        or promo_of(desc)
+        or (promo_of(desc) and not promoted_tma(desc))
         or desc.instruction_k != hw_k(desc)
         or (require_cuda and a.device.type not in ("cuda", "meta"))  # meta: compile-only stand-ins
     ):
         return None, None, False
     if not tma_ok(a):
         return None, None, False
+    bk = tma_k(desc, cfg)
     if tma_ok(b):
-        return (TensorDescriptor.from_tensor(a, [cfg.BLOCK_M, cfg.BLOCK_K]),
-                TensorDescriptor.from_tensor(b, [cfg.BLOCK_K, cfg.BLOCK_N]), False)  # fmt: skip
+        return (TensorDescriptor.from_tensor(a, [cfg.BLOCK_M, bk]),
+                TensorDescriptor.from_tensor(b, [bk, cfg.BLOCK_N]), False)  # fmt: skip
     bt = b.t()
     if tma_ok(bt):
-        return (TensorDescriptor.from_tensor(a, [cfg.BLOCK_M, cfg.BLOCK_K]),
-                TensorDescriptor.from_tensor(bt, [cfg.BLOCK_N, cfg.BLOCK_K]), True)  # fmt: skip
+        return (TensorDescriptor.from_tensor(a, [cfg.BLOCK_M, bk]),
+                TensorDescriptor.from_tensor(bt, [cfg.BLOCK_N, bk]), True)  # fmt: skip
     return None, None, False
 
 
@@ -339,7 +359,7 @@ def tile_launcher(
         som, son = n, 1
     cfg = dataclasses.replace(cfg, SWAP_AB=0)
     promo = promo_of(desc)
-    maybe_tma = bool(cfg.USE_TMA) and not promo and desc.instruction_k == hw_k(desc)
+    maybe_tma = bool(cfg.USE_TMA) and (not promo or promoted_tma(desc)) and desc.instruction_k == hw_k(desc)
     tiles = triton.cdiv(km, cfg.BLOCK_M) * triton.cdiv(kn, cfg.BLOCK_N)
     common = dict(
         STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), RES_FIRST=desc.residue == "first",
@@ -426,7 +446,9 @@ def tile_launcher(
                 key = (b_trans, c_desc is not None)
                 hit = by_trans.get(key)
                 if hit is None:
-                    hit = by_trans[key] = _tma_launch(cfg, common, tiles, b_trans, device_index, key[1])
+                    hit = by_trans[key] = _tma_launch(
+                        cfg, common, tiles, b_trans, device_index, key[1], promo, groups_for(desc, cfg)
+                    )
                 fn, extra = hit
                 fn(a, b, o, bs, r, gt, rs0, rs1, gs0, gs1, a_desc, b_desc, c_desc, km, kn, k, sam, sak, sbk, sbn,
                    som, son, *extra, *scales)  # fmt: skip
@@ -462,15 +484,23 @@ def tile_launcher(
 
 
 def _tma_launch(
-    cfg: KernelConfig, common: dict[str, Any], tiles: int, b_trans: bool, device_index: int, tma_store: bool
+    cfg: KernelConfig,
+    common: dict[str, Any],
+    tiles: int,
+    b_trans: bool,
+    device_index: int,
+    tma_store: bool,
+    promo: int = 0,
+    groups: int = 0,
 ) -> tuple[DirectLaunch, tuple[int, ...]]:
     """The TMA launch of tile_launcher: (launch, runtime arguments after the output strides).
-    One launch per (B_TRANS, TMA store): DirectLaunch's key does not see a None/descriptor swap."""
-    if cfg.PERSISTENT:
+    One launch per (B_TRANS, TMA store): DirectLaunch's key does not see a None/descriptor swap.
+    The persistent kernel runs fast accumulation only; a per-MMA chain keeps the tile grid."""
+    if cfg.PERSISTENT and not promo:
         import torch
 
         progs = min(tiles, num_sms(torch.device("cuda", max(device_index, 0))) * cfg.PERSISTENT)
         kw = dict(common, B_TRANS=b_trans, TMA_STORE=tma_store)
         return DirectLaunch(_single_pass_persistent_kernel, (progs,), kw), (progs,)
-    kw = dict(common, PROMO=0, GROUPS=0, USE_TMA=True, B_TRANS=b_trans, TMA_STORE=tma_store)
+    kw = dict(common, PROMO=promo, GROUPS=groups, USE_TMA=True, B_TRANS=b_trans, TMA_STORE=tma_store)
     return DirectLaunch(_single_pass_kernel, (tiles,), kw), ()

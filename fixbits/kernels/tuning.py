@@ -33,8 +33,12 @@ class When:
     max_n: int | None = None
     min_k: int = 0
     max_k: int | None = None
+    # input dtypes the entry is for (empty: all); such an entry never holds for an unnamed dtype
+    in_dtypes: tuple[str, ...] = ()
 
-    def holds(self, m: int, n: int, k: int) -> bool:
+    def holds(self, m: int, n: int, k: int, in_dtype: str | None = None) -> bool:
+        if self.in_dtypes and in_dtype not in self.in_dtypes:
+            return False
         return all(
             v >= lo and (hi is None or v <= hi)
             for v, lo, hi in (
@@ -52,6 +56,19 @@ class SizeClass:
     default: KernelConfig
     space: tuple[KernelConfig, ...]
     when: tuple[When, ...] = ()  # one per space entry
+    # (input dtype, default) pairs: an untuned call of that input dtype runs this instead
+    dtype_defaults: tuple[tuple[str, KernelConfig], ...] = ()
+
+    def default_for(self, in_dtype: str | None = None) -> KernelConfig:
+        return dict(self.dtype_defaults).get(in_dtype or "", self.default)
+
+
+def _when(raw: dict[str, Any] | None) -> When:
+    raw = dict(raw or {})
+    dts = raw.pop("in_dtypes", ())
+    if isinstance(dts, str) or not all(isinstance(d, str) for d in dts):
+        raise TypeError(f"in_dtypes must be a list of dtype names, got {dts!r}")
+    return When(**{k: int(v) for k, v in raw.items()}, in_dtypes=tuple(dts))
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -60,6 +77,8 @@ def _load(name: str) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError as exc:
         raise FileNotFoundError(f"autotune space {path} is missing") from exc
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping at top level")
     return data
@@ -74,9 +93,7 @@ def tensor_core_classes() -> tuple[SizeClass, ...]:
         where = f"matrices/kernels/tensor_core.yaml: classes[{i}]"
         try:
             entries = [dict(e) for e in c["space"]]
-            whens = tuple(
-                When(**{k: int(v) for k, v in (e.pop("when", None) or {}).items()}) for e in entries
-            )
+            whens = tuple(_when(e.pop("when", None)) for e in entries)
             out.append(
                 SizeClass(
                     name=str(c["name"]),
@@ -84,6 +101,10 @@ def tensor_core_classes() -> tuple[SizeClass, ...]:
                     default=KernelConfig.from_dict(c["default"], where=f"{where}.default"),
                     space=tuple(KernelConfig.from_dict(e, where=f"{where}.space") for e in entries),
                     when=whens,
+                    dtype_defaults=tuple(
+                        (str(dt), KernelConfig.from_dict(d, where=f"{where}.dtype_defaults.{dt}"))
+                        for dt, d in (c.get("dtype_defaults") or {}).items()
+                    ),
                 )
             )
         except KeyError as exc:
@@ -106,30 +127,32 @@ def size_class(m: int) -> SizeClass:
     raise ValueError("matrices/kernels/tensor_core.yaml: no class with max_m null (catch-all)")
 
 
-def shape_space(m: int, n: int, k: int, limit: int = 0) -> tuple[KernelConfig, ...]:
+def shape_space(
+    m: int, n: int, k: int, limit: int = 0, in_dtype: str | None = None
+) -> tuple[KernelConfig, ...]:
     """The candidates of one shape: its class's entries whose ``when`` holds, in file order
     (the first ``limit`` when limit > 0); the class default when none holds."""
     cls = size_class(m)
     seen: set[str] = set()
     out = []
     for cfg, w in zip(cls.space, cls.when or (When(),) * len(cls.space), strict=True):
-        if w.holds(m, n, k) and cfg.label() not in seen:
+        if w.holds(m, n, k, in_dtype) and cfg.label() not in seen:
             seen.add(cfg.label())
             out.append(cfg)
     if limit > 0:
         out = out[:limit]
-    return tuple(out) or (cls.default,)
+    return tuple(out) or (cls.default_for(in_dtype),)
 
 
 def candidates(
-    m: int, n: int, k: int, limit: int = 0, seeds: tuple[KernelConfig, ...] = ()
+    m: int, n: int, k: int, limit: int = 0, seeds: tuple[KernelConfig, ...] = (), in_dtype: str | None = None
 ) -> tuple[KernelConfig, ...]:
     """What ``tune`` times for a shape: ``seeds`` (earlier winners) first, each followed by its
     TMA-store twin (the same tile with the output written by TMA: winners tuned before the knob
     existed get to compete with it), then shape_space."""
     out = [x for c in seeds for x in (c, *_store_twin(c))]
     seen = {c.label() for c in out}
-    for c in shape_space(m, n, k, limit):
+    for c in shape_space(m, n, k, limit, in_dtype):
         if c.label() not in seen:
             seen.add(c.label())
             out.append(c)
@@ -186,7 +209,12 @@ def best_config(key: tuple[Any, ...], m: int, n: int | None = None, k: int | Non
         hit = _SHAPE_BEST.get((*key, m, n, k))
         if hit is not None:
             return hit
-    return size_class(m).default
+    return size_class(m).default_for(_in_dtype(key))
+
+
+def _in_dtype(key: tuple[Any, ...]) -> str | None:
+    """The input dtype of a tuning key (family, in_dtype, out_dtype, ...), if it names one."""
+    return key[1] if len(key) > 1 and isinstance(key[1], str) else None
 
 
 def tuned(key: tuple[Any, ...], m: int, n: int, k: int) -> KernelConfig | None:
@@ -215,9 +243,10 @@ def tune(
 
     if n is not None and k is not None and (*key, m, n, k) in _SHAPE_BEST:
         return _SHAPE_BEST[(*key, m, n, k)], {}
-    space = candidates(m, n, k, limit, seeds) if n is not None and k is not None else size_class(m).space
+    dt = _in_dtype(key)
+    space = candidates(m, n, k, limit, seeds, dt) if n is not None and k is not None else size_class(m).space
     times: dict[str, float] = {}
-    best, best_t = size_class(m).default, float("inf")
+    best, best_t = size_class(m).default_for(dt), float("inf")
     for cfg in space:
         if deadline is not None and times and time.monotonic() > deadline:
             break
