@@ -81,3 +81,36 @@ def test_checker_flags_the_folded_form() -> None:
         "%acc_53 = tt.dot %a_46, %b_52, %acc_39, inputPrecision = tf32\n"
     )
     assert bad_dots(folded) == ["%acc_39"]
+
+
+_DOT_FULL = re.compile(
+    r"= tt\.dot (%[\w#]+), (%[\w#]+), (%[\w#]+),.*?maxNumImpreciseAcc = (\d+) : i32\} : tensor<\d+x(\d+)xf8"
+)
+
+
+@pytest.mark.parametrize("residue", ["last", "first"])
+def test_fp8_tma_turns_promote_every_group(monkeypatch: pytest.MonkeyPatch, residue: str) -> None:
+    """The fp8 TMA body folds each turn into the accumulator in one dot: Triton's sm_90 lowering
+    then promotes a zero-started partial every maxNumImpreciseAcc elements, so that value must be
+    the promotion group's width (PROMO * IK) and the turn a whole number of groups. Every other
+    dot still starts from zero or from the temporary."""
+    import functools
+
+    import fixbits.kernels.single_pass as sp
+
+    monkeypatch.setattr(sp, "tma_descriptors", functools.partial(sp.tma_descriptors, require_cuda=False))
+    desc = CASES["fp8 P4"].replace(out_dtype="fp32", k_loop_step=64, residue=residue)
+    a = torch.zeros((192, 1000 + 24), dtype=torch.float8_e4m3fn)
+    b = torch.zeros((320, 1024), dtype=torch.float8_e4m3fn).t()  # K-major B, as cuBLAS's fp8 takes it
+    cfg = KernelConfig(BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, num_warps=4, num_stages=4, GROUPS=2, USE_TMA=1)
+    with Sm90Launches() as launches:
+        per_mma_matmul(a, b, desc, config=cfg)
+    ttir = "\n".join(k.asm["ttir"] for k in launches.kernels)
+    assert "tt.descriptor_load" in ttir, "the TMA body was not taken"
+    group = desc.promotion_interval * desc.instruction_k
+    into_acc = [m for m in _DOT_FULL.finditer(ttir) if m.group(3) in bad_dots(ttir)]
+    assert into_acc, "no dot folds a TMA turn into the accumulator"
+    for m in into_acc:
+        assert int(m.group(4)) == group, f"promotes every {m.group(4)} elements, not {group}"
+        assert int(m.group(5)) == 2 * group, f"a turn of {m.group(5)} elements is not GROUPS=2 groups"
+    assert len(into_acc) == len(bad_dots(ttir)), "a dot accumulates into acc without promoting"
