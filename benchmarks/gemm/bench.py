@@ -211,6 +211,11 @@ def main() -> int:
         help="only the shapes whose profile descriptor is not plain single-pass (re-time the other "
         "families after a kernel change; the rest keep an earlier run's figures)",
     )
+    ap.add_argument(
+        "--only-shapes",
+        default="",
+        help="comma list of MxNxK: time these realistic shapes only (e.g. an earlier run's slowest)",
+    )
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument(
         "--pair",
@@ -251,6 +256,12 @@ def main() -> int:
         shapes = subset(shapes_list(), args.per_cell)
     else:
         shapes = interleave(shapes_list())  # round-robin over layer groups: a budget cut stays representative
+    if args.only_shapes:
+        want = {tuple(int(x) for x in t.split("x")) for t in args.only_shapes.split(",") if t}
+        shapes = [sh for sh in shapes if tuple(sh[:3]) in want]
+        missing = want - {tuple(sh[:3]) for sh in shapes}
+        if missing:
+            ap.error(f"--only-shapes: not realistic shapes of this pair: {sorted(missing)}")
     print(f"{len(shapes)} shapes", flush=True)
     if args.dry_run:
         shapes = [(max(1, m // 512), max(16, n // 512), max(8, k // 512), g, e) for m, n, k, g, e in shapes]
