@@ -247,6 +247,9 @@ def section_a(out_dir: Path, golden: list) -> None:
     # shapes have K off the k-loop step (a residue turn) and M, N off every tile size. The
     # first shape of each list is small: its outputs become golden records the CPU replays.
     shapes_tc = [(24, 40, 1000), (130, 200, 4136), (8, 200, 1000)]
+    # fp8: one shape whose rows are 16-byte aligned, so the TMA configs take the TMA body (the
+    # per-MMA one promotes inside Triton's dot); K off the k-loop step and the promotion group
+    shapes_fp8 = shapes_tc + [(136, 208, 4160)]
     shapes_sc = [(2, 40, 777), (1, 96, 1000)]
     if SMALL[0]:
         shapes_tc, shapes_sc = [(20, 24, 200)], [(2, 20, 150)]
@@ -260,7 +263,8 @@ def section_a(out_dir: Path, golden: list) -> None:
         for kind in ("ordinary", "wide"):
             plan.append((name, desc, shapes[0], kind, few))
     for di, (name, desc) in enumerate(family_descs()):
-        shapes = shapes_sc if desc.instruction == "fma" else shapes_tc
+        fp8 = desc.in_dtype.startswith("fp8") and not SMALL[0]
+        shapes = shapes_sc if desc.instruction == "fma" else shapes_fp8 if fp8 else shapes_tc
         more = (
             tc_space
             if di == 0
