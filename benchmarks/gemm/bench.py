@@ -236,6 +236,10 @@ def main() -> int:
     PAIR = Pair(*args.pair.split(":"))
     if args.dry_run:
         DEVICE = "cpu"
+        if "triton" not in sys.modules:  # Triton reads TRITON_INTERPRET when it is first imported
+            import os
+
+            os.environ.setdefault("TRITON_INTERPRET", "1")
         from fixbits.kernels._interp import patch
 
         patch()

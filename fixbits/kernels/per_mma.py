@@ -3,7 +3,10 @@ zero-started temporary into the fp32 accumulator every ``promotion_interval`` in
 with one round-to-nearest add (fixbits.kernels._tensorcore.chain_promoted).
 
 The kernel is the single-pass one compiled with PROMO > 0; GROUPS (promotion groups loaded
-per main-loop turn) is a speed knob like the block sizes.
+per main-loop turn) is a speed knob like the block sizes. For fp8 inputs a USE_TMA config loads
+each turn by TMA and issues it as one dot whose partial accumulator Triton's sm_90 lowering
+promotes every PROMO instructions (chain_promoted_tma): the same adds in the same order as the
+zero-started dot per group of the pointer body, without a register round trip per group.
 """
 
 from __future__ import annotations
