@@ -111,13 +111,15 @@ def _single_pass_persistent_kernel(
     M, N, K, sam, sak, sbk, sbn, som, son, num_programs,
     ep_scale0, ep_scale1, ep_scale2, ep_scale3,
     STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, RES_FIRST: tl.constexpr,
+    PROMO: tl.constexpr, GROUPS: tl.constexpr,
     EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
     OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     NUM_STAGES: tl.constexpr, B_TRANS: tl.constexpr, TMA_STORE: tl.constexpr,
 ):  # fmt: skip
     """Persistent grid over output tiles, TMA body: each tile's chain is exactly the one of
-    _single_pass_kernel (fast accumulation), only the program that computes it changes."""
+    _single_pass_kernel (fast accumulation, or fp8 per-MMA with PROMO > 0), only the program
+    that computes it changes."""
     start = tl.program_id(0)
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     for tile in tl.range(start, num_tiles, num_programs):
@@ -127,8 +129,13 @@ def _single_pass_persistent_kernel(
         a_rows = a_ptr + (rm % M)[:, None] * sam
         b_cols = b_ptr + (rn % N)[None, :] * sbn
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
-                             STEP, IK, HWK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
+        if PROMO == 0:
+            acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K,
+                                 sak, sbk, STEP, IK, HWK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
+        else:
+            TURN: tl.constexpr = GROUPS * PROMO * IK
+            acc = chain_promoted_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K,
+                                     sak, sbk, STEP, IK, HWK, PROMO, TURN, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
         _write_tile(
             acc, out_ptr, c_desc, rm, rn, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, som, son, bias_ptr, res_ptr,
             gate_ptr, stride_rm, stride_rn, stride_gm, stride_gn, ep_scale0, ep_scale1, ep_scale2, ep_scale3,
@@ -208,13 +215,14 @@ def launch_tile_kernel(
     a_desc, b_desc, b_trans = tma_descriptors(desc, a, b, cfg)
     # the TMA store rides the TMA route only; a swapped call writes C^T (column-major): masked store
     c_desc = out_descriptor(out, cfg) if a_desc is not None and not swapped else None
-    if cfg.PERSISTENT and a_desc is not None and not promo_of(desc):
+    if cfg.PERSISTENT and a_desc is not None:
         progs = min(tiles, num_sms(a.device) * cfg.PERSISTENT)
         return _single_pass_persistent_kernel[(progs,)](
             a, b, out, *ep.kernel_args(out), a_desc, b_desc, c_desc,
             m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1), progs,
             *ep.plan.scales,
             STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), RES_FIRST=desc.residue == "first",
+            PROMO=promo_of(desc), GROUPS=groups_for(desc, cfg),
             EP0=ep.plan.codes[0], EP1=ep.plan.codes[1], EP2=ep.plan.codes[2], EP3=ep.plan.codes[3],
             OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
             BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
@@ -494,13 +502,12 @@ def _tma_launch(
     groups: int = 0,
 ) -> tuple[DirectLaunch, tuple[int, ...]]:
     """The TMA launch of tile_launcher: (launch, runtime arguments after the output strides).
-    One launch per (B_TRANS, TMA store): DirectLaunch's key does not see a None/descriptor swap.
-    The persistent kernel runs fast accumulation only; a per-MMA chain keeps the tile grid."""
-    if cfg.PERSISTENT and not promo:
+    One launch per (B_TRANS, TMA store): DirectLaunch's key does not see a None/descriptor swap."""
+    if cfg.PERSISTENT:
         import torch
 
         progs = min(tiles, num_sms(torch.device("cuda", max(device_index, 0))) * cfg.PERSISTENT)
-        kw = dict(common, B_TRANS=b_trans, TMA_STORE=tma_store)
+        kw = dict(common, PROMO=promo, GROUPS=groups, B_TRANS=b_trans, TMA_STORE=tma_store)
         return DirectLaunch(_single_pass_persistent_kernel, (progs,), kw), (progs,)
     kw = dict(common, PROMO=promo, GROUPS=groups, USE_TMA=True, B_TRANS=b_trans, TMA_STORE=tma_store)
     return DirectLaunch(_single_pass_kernel, (tiles,), kw), ()
