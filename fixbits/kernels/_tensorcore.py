@@ -114,6 +114,17 @@ def chain_fast(
 
 
 @triton.jit
+def tma_operands(a_desc, b_desc, off_m, off_n, k0, B_TRANS: tl.constexpr):
+    """One turn's tiles by TMA from k0. B_TRANS: b_desc describes B^T (N, K), K contiguous."""
+    a = a_desc.load([off_m, k0])
+    if B_TRANS:
+        b = b_desc.load([off_n, k0]).T
+    else:
+        b = b_desc.load([k0, off_n])
+    return a, b
+
+
+@triton.jit
 def chain_fast_tma(
     acc,
     a_rows,
@@ -135,7 +146,7 @@ def chain_fast_tma(
     NUM_STAGES: tl.constexpr,
 ):
     """chain_fast with the whole-turn body loaded by TMA (tensor descriptors); the same dots in
-    the same order, so the same bytes. B_TRANS: b_desc describes B^T (N, K), K contiguous."""
+    the same order, so the same bytes."""
     n = e - s
     r = n % STEP
     if RES_FIRST:
@@ -147,12 +158,7 @@ def chain_fast_tma(
         hi = e - r
     nb = (hi - lo) // BLOCK_K
     for i in tl.range(0, nb, num_stages=NUM_STAGES):
-        k0 = lo + i * BLOCK_K
-        a = a_desc.load([off_m, k0])
-        if B_TRANS:
-            b = b_desc.load([off_n, k0]).T
-        else:
-            b = b_desc.load([k0, off_n])
+        a, b = tma_operands(a_desc, b_desc, off_m, off_n, lo + i * BLOCK_K, B_TRANS)
         acc = tl.dot(a, b, acc)
     acc = instrs(acc, a_rows, b_cols, lo + nb * BLOCK_K, hi, sak, sbk, IK, HWK)
     if not RES_FIRST:
@@ -178,6 +184,45 @@ def zero_started_dot(a, b, G: tl.constexpr, HWK: tl.constexpr):
 
 
 @triton.jit
+def promoted_open(
+    acc, a_rows, b_cols, s, e, sak, sbk,
+    STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, PROMO: tl.constexpr, RES_FIRST: tl.constexpr,
+):  # fmt: skip
+    """A per-MMA chain up to its aligned body: the residue turn when it goes first, then the
+    promotion group it left open, one instruction at a time. Returns (acc, tmp, cnt, the body's
+    start, its end); the body from there starts a promotion group."""
+    tmp = tl.zeros_like(acc)
+    cnt = 0
+    r = (e - s) % STEP
+    if RES_FIRST:
+        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, s, s + r, sak, sbk, IK, HWK, PROMO)
+        lo = s + r
+        hi = e
+    else:
+        lo = s
+        hi = e - r
+    head = ((PROMO - cnt) % PROMO) * IK
+    head = tl.minimum(head, hi - lo)
+    acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, lo, lo + head, sak, sbk, IK, HWK, PROMO)
+    return acc, tmp, cnt, lo + head, hi
+
+
+@triton.jit
+def promoted_close(
+    acc, tmp, cnt, a_rows, b_cols, lo, hi, e, sak, sbk,
+    IK: tl.constexpr, HWK: tl.constexpr, PROMO: tl.constexpr, RES_FIRST: tl.constexpr,
+):  # fmt: skip
+    """The rest of a per-MMA chain after its whole turns: the body's tail [lo, hi) and the residue
+    turn when it goes last, one instruction at a time, then the open group's promotion."""
+    acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, lo, hi, sak, sbk, IK, HWK, PROMO)
+    if not RES_FIRST:
+        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, hi, e, sak, sbk, IK, HWK, PROMO)
+    if cnt > 0:
+        acc = acc + tmp
+    return acc
+
+
+@triton.jit
 def chain_promoted(
     acc,
     a_rows,
@@ -196,104 +241,38 @@ def chain_promoted(
 ):
     """Per-MMA chain. GROUPS > 0: the aligned body runs GROUPS promotion groups per turn,
     each one zero-started dot of PROMO*IK (a power of two); GROUPS == 0: one at a time."""
-    tmp = tl.zeros_like(acc)
-    cnt = 0
-    n = e - s
-    r = n % STEP
-    if RES_FIRST:
-        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, s, s + r, sak, sbk, IK, HWK, PROMO)
-        lo = s + r
-        hi = e
-    else:
-        lo = s
-        hi = e - r
+    acc, tmp, cnt, lo, hi = promoted_open(acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, HWK, PROMO, RES_FIRST)
     if GROUPS > 0:
         G: tl.constexpr = PROMO * IK
-        # finish the promotion group the residue left open, one instruction at a time
-        head = ((PROMO - cnt) % PROMO) * IK
-        head = tl.minimum(head, hi - lo)
-        acc, tmp, cnt = instrs_promoted(
-            acc, tmp, cnt, a_rows, b_cols, lo, lo + head, sak, sbk, IK, HWK, PROMO
-        )
-        lo2 = lo + head
         turn = GROUPS * G
-        nb = (hi - lo2) // turn
+        nb = (hi - lo) // turn
         for i in tl.range(0, nb, num_stages=NUM_STAGES):
-            base = lo2 + i * turn
+            base = lo + i * turn
             for g in tl.static_range(GROUPS):
                 a, b = load_turn(a_rows, b_cols, base + g * G, sak, sbk, G, IK, HWK)
                 acc = acc + zero_started_dot(a, b, G, HWK)
-        acc, tmp, cnt = instrs_promoted(
-            acc, tmp, cnt, a_rows, b_cols, lo2 + nb * turn, hi, sak, sbk, IK, HWK, PROMO
-        )
-    else:
-        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, lo, hi, sak, sbk, IK, HWK, PROMO)
-    if not RES_FIRST:
-        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, hi, e, sak, sbk, IK, HWK, PROMO)
-    if cnt > 0:
-        acc = acc + tmp
-    return acc
+        lo = lo + nb * turn
+    return promoted_close(acc, tmp, cnt, a_rows, b_cols, lo, hi, e, sak, sbk, IK, HWK, PROMO, RES_FIRST)
 
 
 @triton.jit
 def chain_promoted_tma(
-    acc,
-    a_rows,
-    b_cols,
-    a_desc,
-    b_desc,
-    off_m,
-    off_n,
-    s,
-    e,
-    sak,
-    sbk,
-    STEP: tl.constexpr,
-    IK: tl.constexpr,
-    HWK: tl.constexpr,
-    PROMO: tl.constexpr,
-    TURN: tl.constexpr,
-    RES_FIRST: tl.constexpr,
-    B_TRANS: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
-):
+    acc, a_rows, b_cols, a_desc, b_desc, off_m, off_n, s, e, sak, sbk,
+    STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, PROMO: tl.constexpr, TURN: tl.constexpr,
+    RES_FIRST: tl.constexpr, B_TRANS: tl.constexpr, NUM_STAGES: tl.constexpr,
+):  # fmt: skip
     """chain_promoted for fp8 inputs with the aligned body loaded by TMA, TURN elements (a whole
     number of promotion groups) per turn. Each turn is one dot with max_num_imprecise_acc =
     PROMO*IK: Triton's sm_90 lowering then runs every group's PROMO instructions into a
     zero-started partial accumulator and adds it to acc with one fp32 add, the same adds in the
     same order as chain_promoted, without a zero-started dot per group."""
-    tmp = tl.zeros_like(acc)
-    cnt = 0
-    n = e - s
-    r = n % STEP
-    if RES_FIRST:
-        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, s, s + r, sak, sbk, IK, HWK, PROMO)
-        lo = s + r
-        hi = e
-    else:
-        lo = s
-        hi = e - r
-    G: tl.constexpr = PROMO * IK
-    # finish the promotion group the residue left open, one instruction at a time
-    head = ((PROMO - cnt) % PROMO) * IK
-    head = tl.minimum(head, hi - lo)
-    acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, lo, lo + head, sak, sbk, IK, HWK, PROMO)
-    lo2 = lo + head
-    nb = (hi - lo2) // TURN
+    acc, tmp, cnt, lo, hi = promoted_open(acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, HWK, PROMO, RES_FIRST)
+    nb = (hi - lo) // TURN
     for i in tl.range(0, nb, num_stages=NUM_STAGES):
-        k0 = lo2 + i * TURN
-        a = a_desc.load([off_m, k0])
-        if B_TRANS:
-            b = b_desc.load([off_n, k0]).T
-        else:
-            b = b_desc.load([k0, off_n])
-        acc = tl.dot(a, b, acc, max_num_imprecise_acc=G)
-    acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, lo2 + nb * TURN, hi, sak, sbk, IK, HWK, PROMO)
-    if not RES_FIRST:
-        acc, tmp, cnt = instrs_promoted(acc, tmp, cnt, a_rows, b_cols, hi, e, sak, sbk, IK, HWK, PROMO)
-    if cnt > 0:
-        acc = acc + tmp
-    return acc
+        a, b = tma_operands(a_desc, b_desc, off_m, off_n, lo + i * TURN, B_TRANS)
+        acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMO * IK)
+    lo = lo + nb * TURN
+    return promoted_close(acc, tmp, cnt, a_rows, b_cols, lo, hi, e, sak, sbk, IK, HWK, PROMO, RES_FIRST)
 
 
 @triton.jit
