@@ -488,3 +488,21 @@ def test_a_seeded_winner_competes_with_its_tma_store_twin() -> None:
     assert got[1].BLOCK_M == 64 and got[1].BLOCK_N == 128
     got = candidates(16, 4096, 4096, 1, (swapped,))
     assert got[0] == swapped and not any(c.TMA_STORE and c.SWAP_AB for c in got), "a swapped call has no TMA store"
+
+
+def test_a_turn_wider_than_one_tma_box_takes_the_pointer_body() -> None:
+    """fp8 per-MMA turns are GROUPS groups of 128 elements; a TMA box holds at most 256 per
+    dimension, so GROUPS = 4 must fall back to the pointer body (the same dots) instead of
+    encoding a descriptor the driver refuses."""
+    from fixbits.desc import GEMMDesc
+    from fixbits.kernels.single_pass import tma_k, tma_route
+
+    fp8 = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=32, in_dtype="fp8_e4m3", out_dtype="fp32",
+                   use_fast_accum=False, promotion_interval=4, k_loop_step=64)  # fmt: skip
+    cfg = KernelConfig(BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, num_warps=4, num_stages=3, USE_TMA=1)
+    assert [tma_k(fp8, KernelConfig(**{**cfg.to_dict(), "GROUPS": g})) for g in (1, 2, 4)] == [128, 256, 512]
+    assert tma_route(fp8, cfg) and tma_route(fp8, KernelConfig(**{**cfg.to_dict(), "GROUPS": 2}))
+    assert not tma_route(fp8, KernelConfig(**{**cfg.to_dict(), "GROUPS": 4}))
+    # 16-bit per-MMA has no promotion inside Triton's dot: the pointer body
+    assert not tma_route(fp8.replace(in_dtype="fp16", instruction_k=16), cfg)
+    assert tma_route(fp8.replace(use_fast_accum=True, promotion_interval=None), cfg)

@@ -67,3 +67,4 @@ def test_a_malformed_space_names_the_file_and_entry(space_dir: Path, text: str, 
     (space_dir / "tensor_core.yaml").write_text(text)
     with pytest.raises(ValueError, match=match):
         tuning.tensor_core_classes()
+

@@ -173,10 +173,25 @@ def promoted_tma(desc: GEMMDesc) -> bool:
     return bool(promo) and desc.in_dtype.startswith("fp8") and desc.acc_dtype == "fp32" and not g & (g - 1)
 
 
+TMA_BOX_MAX = 256  # elements per dimension of one TMA box (cuTensorMapEncodeTiled's boxDim limit)
+
+
 def tma_k(desc: GEMMDesc, cfg: KernelConfig) -> int:
     """K width of one TMA turn: BLOCK_K for fast accumulation, GROUPS promotion groups per-MMA."""
     promo = promo_of(desc)
     return cfg.BLOCK_K if not promo else groups_for(desc, cfg) * promo * desc.instruction_k
+
+
+def tma_route(desc: GEMMDesc, cfg: KernelConfig) -> bool:
+    """Whether a USE_TMA config may load its turns by TMA for ``desc`` (operands aside): the
+    instruction is the one tl.dot issues, a per-MMA chain promotes inside Triton's dot, and a
+    turn fits one TMA box. Otherwise the pointer body computes the same dots."""
+    return (
+        bool(cfg.USE_TMA)
+        and (not promo_of(desc) or promoted_tma(desc))
+        and desc.instruction_k == hw_k(desc)
+        and tma_k(desc, cfg) <= TMA_BOX_MAX
+    )
 
 
 def groups_for(desc: GEMMDesc, cfg: KernelConfig) -> int:
@@ -249,11 +264,8 @@ def tma_descriptors(
     """Host tensor descriptors when the config asks for TMA and the operands allow it, else
     (None, None, False): the pointer path computes the same dots, so this is a speed choice.
     ``require_cuda=False`` lets the CPU tests compile the TMA body ahead of time."""
-    if (
-        not cfg.USE_TMA
-        or (promo_of(desc) and not promoted_tma(desc))
-        or desc.instruction_k != hw_k(desc)
-        or (require_cuda and a.device.type not in ("cuda", "meta"))  # meta: compile-only stand-ins
+    if not tma_route(desc, cfg) or (
+        require_cuda and a.device.type not in ("cuda", "meta")  # meta: compile-only stand-ins
     ):
         return None, None, False
     if not tma_ok(a):
@@ -367,7 +379,7 @@ def tile_launcher(
         som, son = n, 1
     cfg = dataclasses.replace(cfg, SWAP_AB=0)
     promo = promo_of(desc)
-    maybe_tma = bool(cfg.USE_TMA) and (not promo or promoted_tma(desc)) and desc.instruction_k == hw_k(desc)
+    maybe_tma = tma_route(desc, cfg)
     tiles = triton.cdiv(km, cfg.BLOCK_M) * triton.cdiv(kn, cfg.BLOCK_N)
     common = dict(
         STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), RES_FIRST=desc.residue == "first",
