@@ -105,13 +105,10 @@ def _all_tc_configs() -> list[Any]:
     # (config, the input dtype it is for: None for every dtype, compiled as fp16 single-pass)
     seen: dict[tuple[str, str | None], tuple[Any, str | None]] = {}
     for cls in tensor_core_classes():
-        for cfg in (cls.default, *cls.space):
-            seen.setdefault((cfg.label(), None), (cfg, None))
-        for w, cfg in zip(cls.when, cls.space, strict=True):
-            for dt in w.in_dtypes:
-                seen.pop((cfg.label(), None), None)
-                seen.setdefault((cfg.label(), dt), (cfg, dt))
-        for dt, cfg in cls.dtype_defaults:
+        pairs = [(cls.default, None), *((c, dt) for dt, c in cls.dtype_defaults)]
+        for cfg, w in zip(cls.space, cls.when or [None] * len(cls.space), strict=True):
+            pairs += [(cfg, dt) for dt in w.in_dtypes] if w is not None and w.in_dtypes else [(cfg, None)]
+        for cfg, dt in pairs:
             seen.setdefault((cfg.label(), dt), (cfg, dt))
     for raw in equivalence_space("tensor_core"):
         cfg = KernelConfig.from_dict(raw)

@@ -45,6 +45,10 @@ def test_entries_for_one_input_dtype_are_its_candidates_only(space_dir: Path) ->
     # no entry holds (K < 128): the class default of that dtype
     assert [c.label() for c in tuning.shape_space(4096, 4096, 64, in_dtype="fp8_e4m3")] == fp8[:1]
     assert tuning.shape_space(4096, 4096, 64, in_dtype="bf16")[0].label() == "128x256x64_g8_w8_s3_G1"
+    # a tune without N and K times the class's whole space, still only the entries of its dtype
+    cls = tuning.size_class(4096)
+    assert [c.label() for c in cls.space_for("fp16")] == ["128x128x64_g8_w8_s4_G1"]
+    assert len(cls.space_for("fp8_e4m3")) == 2
 
 
 def test_untuned_calls_get_their_dtype_default(space_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

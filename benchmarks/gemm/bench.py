@@ -383,8 +383,7 @@ def subset(shapes, per_cell: int):
 
 
 GEMM_KEYS = ("t_ours_ms", "t_cublas_ms", "speed_ours", "t_ours_gpu_ms", "t_cublas_gpu_ms", "speed_ours_gpu",
-             "tflops_ours", "tflops_cublas", "splitk_tail_lost", "bytes_equal_cublas", "candidates_checked",
-             "candidates_unequal")  # fmt: skip
+             "tflops_ours", "tflops_cublas", "splitk_tail_lost", "bytes_equal_cublas")  # fmt: skip
 
 
 def measure_shape(i: int, row: dict, bench, gemm: dict | None = None) -> None:

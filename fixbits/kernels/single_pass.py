@@ -164,15 +164,6 @@ def promo_of(desc: GEMMDesc) -> int:
     return 0 if desc.use_fast_accum else int(desc.promotion_interval or 1)
 
 
-def promoted_tma(desc: GEMMDesc) -> bool:
-    """Whether a per-MMA chain may take the TMA body (chain_promoted_tma): fp8 inputs into an
-    fp32 accumulator, where Triton's sm_90 dot promotes a partial accumulator itself, and a
-    promotion group of a power-of-two width."""
-    promo = promo_of(desc)
-    g = promo * desc.instruction_k
-    return bool(promo) and desc.in_dtype.startswith("fp8") and desc.acc_dtype == "fp32" and not g & (g - 1)
-
-
 TMA_BOX_MAX = 256  # elements per dimension of one TMA box (cuTensorMapEncodeTiled's boxDim limit)
 
 
@@ -184,14 +175,15 @@ def tma_k(desc: GEMMDesc, cfg: KernelConfig) -> int:
 
 def tma_route(desc: GEMMDesc, cfg: KernelConfig) -> bool:
     """Whether a USE_TMA config may load its turns by TMA for ``desc`` (operands aside): the
-    instruction is the one tl.dot issues, a per-MMA chain promotes inside Triton's dot, and a
-    turn fits one TMA box. Otherwise the pointer body computes the same dots."""
-    return (
-        bool(cfg.USE_TMA)
-        and (not promo_of(desc) or promoted_tma(desc))
-        and desc.instruction_k == hw_k(desc)
-        and tma_k(desc, cfg) <= TMA_BOX_MAX
-    )
+    instruction is the one tl.dot issues, a per-MMA chain has fp8 inputs into fp32 (Triton's
+    sm_90 dot then promotes a partial accumulator itself, chain_promoted_tma) and whole
+    promotion groups per turn, and a turn fits one TMA box. Otherwise the pointer body computes
+    the same dots."""
+    if not cfg.USE_TMA or desc.instruction_k != hw_k(desc):
+        return False
+    if promo_of(desc) and not (desc.in_dtype.startswith("fp8") and desc.acc_dtype == "fp32"):
+        return False
+    return 0 < tma_k(desc, cfg) <= TMA_BOX_MAX  # (0: a group width groups_for cannot turn)
 
 
 def groups_for(desc: GEMMDesc, cfg: KernelConfig) -> int:

@@ -36,8 +36,11 @@ class When:
     # input dtypes the entry is for (empty: all); such an entry never holds for an unnamed dtype
     in_dtypes: tuple[str, ...] = ()
 
+    def for_dtype(self, in_dtype: str | None) -> bool:
+        return not self.in_dtypes or in_dtype in self.in_dtypes
+
     def holds(self, m: int, n: int, k: int, in_dtype: str | None = None) -> bool:
-        if self.in_dtypes and in_dtype not in self.in_dtypes:
+        if not self.for_dtype(in_dtype):
             return False
         return all(
             v >= lo and (hi is None or v <= hi)
@@ -60,7 +63,15 @@ class SizeClass:
     dtype_defaults: tuple[tuple[str, KernelConfig], ...] = ()
 
     def default_for(self, in_dtype: str | None = None) -> KernelConfig:
-        return dict(self.dtype_defaults).get(in_dtype or "", self.default)
+        for dt, cfg in self.dtype_defaults:
+            if dt == in_dtype:
+                return cfg
+        return self.default
+
+    def space_for(self, in_dtype: str | None = None) -> tuple[KernelConfig, ...]:
+        """Every entry an input dtype may use, whatever the shape."""
+        whens = self.when or (When(),) * len(self.space)
+        return tuple(c for c, w in zip(self.space, whens, strict=True) if w.for_dtype(in_dtype))
 
 
 def _when(raw: dict[str, Any] | None) -> When:
@@ -244,7 +255,7 @@ def tune(
     if n is not None and k is not None and (*key, m, n, k) in _SHAPE_BEST:
         return _SHAPE_BEST[(*key, m, n, k)], {}
     dt = _in_dtype(key)
-    space = candidates(m, n, k, limit, seeds, dt) if n is not None and k is not None else size_class(m).space
+    space = candidates(m, n, k, limit, seeds, dt) if n is not None and k is not None else size_class(m).space_for(dt)
     times: dict[str, float] = {}
     best, best_t = size_class(m).default_for(dt), float("inf")
     for cfg in space:
