@@ -42,6 +42,11 @@ class KernelConfig:
     # instead of a masked st.global; the same values. Its BLOCK_M x BLOCK_N staging tile reuses
     # the K loop's shared memory, except in the persistent kernel (one more tile there)
     TMA_STORE: int = 0
+    # with USE_TMA: Triton's warp specialization of the TMA turn loop (tl.range(warp_specialize=))
+    # on sm_90: a producer warpgroup issues the loads, the tile's rows go to consumer
+    # warpgroups that run the same dots on their own rows, out of step with each other (the
+    # fp8 promotion of one overlaps the other's wgmmas). Each element keeps its dots: same bytes
+    WARP_SPEC: int = 0
 
     def label(self) -> str:
         return (
@@ -51,6 +56,7 @@ class KernelConfig:
             + (f"_p{self.PERSISTENT}" if self.PERSISTENT else "")
             + ("_swap" if self.SWAP_AB else "")
             + ("_ts" if self.TMA_STORE else "")
+            + ("_ws" if self.WARP_SPEC else "")
         )
 
     @classmethod
@@ -59,14 +65,14 @@ class KernelConfig:
         import re
 
         m = re.fullmatch(
-            r"(\d+)x(\d+)x(\d+)_g(\d+)_w(\d+)_s(\d+)_G(\d+)(_tma)?(?:_p(\d+))?(_swap)?(_ts)?", label
+            r"(\d+)x(\d+)x(\d+)_g(\d+)_w(\d+)_s(\d+)_G(\d+)(_tma)?(?:_p(\d+))?(_swap)?(_ts)?(_ws)?", label
         )
         if m is None:
             raise ValueError(f"{label!r} is not a KernelConfig label")
-        bm, bn, bk, g, w, st, gr, tma, p, swap, ts = m.groups()
+        bm, bn, bk, g, w, st, gr, tma, p, swap, ts, ws = m.groups()
         return cls(BLOCK_M=int(bm), BLOCK_N=int(bn), BLOCK_K=int(bk), GROUP_M=int(g), num_warps=int(w),
                    num_stages=int(st), GROUPS=int(gr), USE_TMA=int(bool(tma)), PERSISTENT=int(p or 0),
-                   SWAP_AB=int(bool(swap)), TMA_STORE=int(bool(ts)))  # fmt: skip
+                   SWAP_AB=int(bool(swap)), TMA_STORE=int(bool(ts)), WARP_SPEC=int(bool(ws)))  # fmt: skip
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)

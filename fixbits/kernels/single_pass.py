@@ -29,7 +29,7 @@ from fixbits.kernels._host import (
     swapped_epilogue,
     torch_dtype,
 )
-from fixbits.kernels._tensorcore import chain, chain_fast_tma, chain_promoted_tma, tile_coords
+from fixbits.kernels._tensorcore import chain, chain_fast_tma, chain_promoted_tma, tile_coords, tma_operands
 from fixbits.kernels.epilogue import epilogue_store, epilogue_value
 from fixbits.kernels.launch import DescAt, DescForm, DirectLaunch
 from fixbits.kernels.plan import UnsupportedDesc
@@ -143,6 +143,39 @@ def _single_pass_persistent_kernel(
         )  # fmt: skip
 
 
+@triton.jit
+def _single_pass_ws_kernel(
+    out_ptr, bias_ptr, res_ptr, gate_ptr, stride_rm, stride_rn, stride_gm, stride_gn, a_desc, b_desc, c_desc,
+    M, N, K, som, son, ep_scale0, ep_scale1, ep_scale2, ep_scale3,
+    IK: tl.constexpr, PROMO: tl.constexpr, TURN: tl.constexpr,
+    EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
+    OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr,
+    NUM_STAGES: tl.constexpr, B_TRANS: tl.constexpr, TMA_STORE: tl.constexpr,
+):  # fmt: skip
+    """The TMA body alone, warp-specialized (ws_route: K a whole number of turns and of k-loop
+    steps, so no residue, head or tail). Triton's sm_90 pass lets a producer warpgroup issue the
+    loads and splits the tile's rows over consumer warpgroups; each row keeps its dots in the
+    same order, so the bytes are _single_pass_kernel's. The pass gives up on a loop that other
+    dot loops precede, hence a kernel of its own."""
+    pid = tl.program_id(0)
+    pid_m, pid_n = tile_coords(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for i in tl.range(0, K // TURN, num_stages=NUM_STAGES, warp_specialize=True):
+        a, b = tma_operands(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, i * TURN, B_TRANS)
+        if PROMO > 0:
+            acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMO * IK)
+        else:
+            acc = tl.dot(a, b, acc)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    _write_tile(
+        acc, out_ptr, c_desc, rm, rn, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
+        stride_rm, stride_rn, stride_gm, stride_gn, ep_scale0, ep_scale1, ep_scale2, ep_scale3,
+        EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA, TMA_STORE,
+    )  # fmt: skip
+
+
 _SMS: dict[int, int] = {}
 
 
@@ -186,6 +219,19 @@ def tma_route(desc: GEMMDesc, cfg: KernelConfig) -> bool:
     return 0 < tma_k(desc, cfg) <= TMA_BOX_MAX  # (0: a group width groups_for cannot turn)
 
 
+def ws_route(desc: GEMMDesc, cfg: KernelConfig, k: int, b_trans: bool) -> bool:
+    """Whether a WARP_SPEC config takes the warp-specialized kernel for K = k: the TMA route,
+    one tile per program, and a chain that is whole TMA turns from k = 0 (K a multiple of the
+    k-loop step and of the turn); fp8 also needs B K-major (b_trans), since its wgmma reads
+    both operands K-major from shared memory and the consumers cannot transpose a tile.
+    Otherwise the same config runs _single_pass_kernel."""
+    if not cfg.WARP_SPEC or cfg.PERSISTENT or not tma_route(desc, cfg):
+        return False
+    if desc.in_dtype.startswith("fp8") and not b_trans:
+        return False
+    return k > 0 and k % desc.k_loop_step == 0 and k % tma_k(desc, cfg) == 0
+
+
 def groups_for(desc: GEMMDesc, cfg: KernelConfig) -> int:
     """Promotion groups per turn for the per-MMA body (0: one instruction at a time)."""
     promo = promo_of(desc)
@@ -222,6 +268,17 @@ def launch_tile_kernel(
     a_desc, b_desc, b_trans = tma_descriptors(desc, a, b, cfg)
     # the TMA store rides the TMA route only; a swapped call writes C^T (column-major): masked store
     c_desc = out_descriptor(out, cfg) if a_desc is not None and not swapped else None
+    if a_desc is not None and ws_route(desc, cfg, k, b_trans):
+        return _single_pass_ws_kernel[grid](
+            out, *ep.kernel_args(out), a_desc, b_desc, c_desc, m, n, k, out.stride(0), out.stride(1),
+            *ep.plan.scales,
+            IK=desc.instruction_k, PROMO=promo_of(desc), TURN=tma_k(desc, cfg),
+            EP0=ep.plan.codes[0], EP1=ep.plan.codes[1], EP2=ep.plan.codes[2], EP3=ep.plan.codes[3],
+            OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
+            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, GROUP_M=cfg.GROUP_M,
+            NUM_STAGES=cfg.num_stages, B_TRANS=b_trans, TMA_STORE=c_desc is not None,
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
+        )  # fmt: skip
     if cfg.PERSISTENT and a_desc is not None:
         progs = min(tiles, num_sms(a.device) * cfg.PERSISTENT)
         return _single_pass_persistent_kernel[(progs,)](
