@@ -165,6 +165,10 @@ CONFIGS = {
         BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, USE_TMA=1, PERSISTENT=1,
         TMA_STORE=1,
     ),
+    # K = 256 is whole turns: the warp-specialized kernel (single_pass.ws_route)
+    "warp spec": KernelConfig(
+        BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3, USE_TMA=1, WARP_SPEC=1
+    ),
 }
 EPILOGUES = {
     "none": (),
@@ -452,10 +456,12 @@ def test_every_config_label_round_trips() -> None:
     cfgs = [c for cls in tensor_core_classes() for c in (cls.default, *cls.space)]
     cfgs += [KernelConfig.from_dict(raw) for raw in equivalence_space("tensor_core")]
     cfgs.append(KernelConfig(64, 32, 128, 1, 2, 5, GROUPS=4, USE_TMA=1, PERSISTENT=2, SWAP_AB=1, TMA_STORE=1))
-    assert any(c.TMA_STORE for c in cfgs)
+    cfgs.append(KernelConfig(64, 32, 128, 1, 2, 5, GROUPS=4, USE_TMA=1, TMA_STORE=1, WARP_SPEC=1))
+    assert any(c.TMA_STORE for c in cfgs) and any(c.WARP_SPEC for c in cfgs)
     for c in cfgs:
         assert KernelConfig.from_label(c.label()) == c, c.label()
-        assert c.label().endswith("_ts") == bool(c.TMA_STORE)
+        assert c.label().removesuffix("_ws").endswith("_ts") == bool(c.TMA_STORE)
+        assert c.label().endswith("_ws") == bool(c.WARP_SPEC)
     with pytest.raises(ValueError):
         KernelConfig.from_label("128x128x64_g8_w4_s1_G1_ts_tma")
 

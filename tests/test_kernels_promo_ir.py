@@ -114,3 +114,51 @@ def test_fp8_tma_turns_promote_every_group(monkeypatch: pytest.MonkeyPatch, resi
         assert int(m.group(4)) == group, f"promotes every {m.group(4)} elements, not {group}"
         assert int(m.group(5)) == 2 * group, f"a turn of {m.group(5)} elements is not GROUPS=2 groups"
     assert len(into_acc) == len(bad_dots(ttir)), "a dot accumulates into acc without promoting"
+
+
+@pytest.mark.parametrize("k, ws", [(1024, True), (1024 + 64, False)])
+def test_fp8_warp_specialized_kernel_keeps_the_promotion(monkeypatch: pytest.MonkeyPatch, k: int, ws: bool) -> None:
+    """A WARP_SPEC config runs the warp-specialized kernel only where K is whole turns (else
+    the pointer head/tail would precede or follow the turn loop, which Triton's sm_90 pass
+    cannot partition): there it must really be split into producer and consumers (setmaxnreg
+    in the PTX, 12 warps), and its one dot must still promote every PROMO * IK elements."""
+    import functools
+
+    import fixbits.kernels.single_pass as sp
+
+    monkeypatch.setattr(sp, "tma_descriptors", functools.partial(sp.tma_descriptors, require_cuda=False))
+    desc = CASES["fp8 P4"].replace(out_dtype="fp32", k_loop_step=64, residue="last")
+    a = torch.zeros((256, k), dtype=torch.float8_e4m3fn)
+    b = torch.zeros((256, k), dtype=torch.float8_e4m3fn).t()
+    cfg = KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, num_warps=4, num_stages=3, USE_TMA=1, WARP_SPEC=1)
+    assert sp.ws_route(desc, cfg, k, b_trans=True) is ws
+    with Sm90Launches() as launches:
+        per_mma_matmul(a, b, desc, config=cfg)
+    (kern,) = launches.kernels
+    assert kern.name.endswith("_ws_kernel") is ws, kern.name
+    assert ("setmaxnreg" in kern.asm["ptx"]) is ws, "warp specialization not applied as routed"
+    assert (kern.metadata.num_warps == 12) is ws, kern.metadata.num_warps
+    group = desc.promotion_interval * desc.instruction_k
+    into_acc = [m for m in _DOT_FULL.finditer(kern.asm["ttir"]) if m.group(3) in bad_dots(kern.asm["ttir"])]
+    assert into_acc and all(int(m.group(4)) == group for m in into_acc)
+
+
+def test_ws_route_needs_whole_turns_and_k_major_fp8_b() -> None:
+    """The route's conditions one by one: off without WARP_SPEC or TMA, off for a persistent
+    grid, off when K leaves a k-loop residue or a partial turn, off for fp8 with an N-major B."""
+    import dataclasses
+
+    import fixbits.kernels.single_pass as sp
+
+    fp8 = CASES["fp8 P4"].replace(out_dtype="fp32", k_loop_step=64, residue="last")
+    fp16 = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16")
+    cfg = KernelConfig(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=4, num_stages=3, USE_TMA=1, WARP_SPEC=1)
+    assert sp.ws_route(fp16, cfg, 4096, b_trans=False)
+    assert not sp.ws_route(fp16, dataclasses.replace(cfg, WARP_SPEC=0), 4096, b_trans=False)
+    assert not sp.ws_route(fp16, dataclasses.replace(cfg, USE_TMA=0), 4096, b_trans=False)
+    assert not sp.ws_route(fp16, dataclasses.replace(cfg, PERSISTENT=1), 4096, b_trans=False)
+    assert not sp.ws_route(fp16, cfg, 4096 + 32, b_trans=False)  # a residue turn of 32
+    assert not sp.ws_route(fp16.replace(k_loop_step=128), cfg, 4096 + 64, b_trans=False)  # residue under STEP
+    assert sp.ws_route(fp8, cfg, 4096, b_trans=True)
+    assert not sp.ws_route(fp8, cfg, 4096, b_trans=False)
+    assert not sp.ws_route(fp8, cfg, 4096 + 64, b_trans=True)  # half a promotion group left

@@ -145,19 +145,23 @@ def _single_pass_persistent_kernel(
 
 @triton.jit
 def _single_pass_ws_kernel(
-    out_ptr, bias_ptr, res_ptr, gate_ptr, stride_rm, stride_rn, stride_gm, stride_gn, a_desc, b_desc, c_desc,
-    M, N, K, som, son, ep_scale0, ep_scale1, ep_scale2, ep_scale3,
-    IK: tl.constexpr, PROMO: tl.constexpr, TURN: tl.constexpr,
+    a_ptr, b_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr,
+    stride_rm, stride_rn, stride_gm, stride_gn, a_desc, b_desc, c_desc,
+    M, N, K, sam, sak, sbk, sbn, som, son,
+    ep_scale0, ep_scale1, ep_scale2, ep_scale3,
+    STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, PROMO: tl.constexpr, GROUPS: tl.constexpr,
+    RES_FIRST: tl.constexpr,
     EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
     OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_STAGES: tl.constexpr, B_TRANS: tl.constexpr, TMA_STORE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    NUM_STAGES: tl.constexpr, USE_TMA: tl.constexpr, B_TRANS: tl.constexpr, TMA_STORE: tl.constexpr,
 ):  # fmt: skip
-    """The TMA body alone, warp-specialized (ws_route: K a whole number of turns and of k-loop
-    steps, so no residue, head or tail). Triton's sm_90 pass lets a producer warpgroup issue the
-    loads and splits the tile's rows over consumer warpgroups; each row keeps its dots in the
-    same order, so the bytes are _single_pass_kernel's. The pass gives up on a loop that other
-    dot loops precede, hence a kernel of its own."""
+    """_single_pass_kernel's TMA body alone, warp-specialized, for a K of whole turns (ws_route:
+    no residue, head or tail). Triton's sm_90 pass gives the loads to a producer warpgroup and
+    splits the tile's rows over consumer warpgroups; each row keeps its dots in the same order,
+    so the bytes are _single_pass_kernel's. The pass gives up on a turn loop that other dot
+    loops precede, hence a kernel of its own (same signature: a drop-in launch)."""
+    TURN: tl.constexpr = GROUPS * PROMO * IK if PROMO > 0 else BLOCK_K
     pid = tl.program_id(0)
     pid_m, pid_n = tile_coords(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -268,17 +272,6 @@ def launch_tile_kernel(
     a_desc, b_desc, b_trans = tma_descriptors(desc, a, b, cfg)
     # the TMA store rides the TMA route only; a swapped call writes C^T (column-major): masked store
     c_desc = out_descriptor(out, cfg) if a_desc is not None and not swapped else None
-    if a_desc is not None and ws_route(desc, cfg, k, b_trans):
-        return _single_pass_ws_kernel[grid](
-            out, *ep.kernel_args(out), a_desc, b_desc, c_desc, m, n, k, out.stride(0), out.stride(1),
-            *ep.plan.scales,
-            IK=desc.instruction_k, PROMO=promo_of(desc), TURN=tma_k(desc, cfg),
-            EP0=ep.plan.codes[0], EP1=ep.plan.codes[1], EP2=ep.plan.codes[2], EP3=ep.plan.codes[3],
-            OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
-            BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, GROUP_M=cfg.GROUP_M,
-            NUM_STAGES=cfg.num_stages, B_TRANS=b_trans, TMA_STORE=c_desc is not None,
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
-        )  # fmt: skip
     if cfg.PERSISTENT and a_desc is not None:
         progs = min(tiles, num_sms(a.device) * cfg.PERSISTENT)
         return _single_pass_persistent_kernel[(progs,)](
@@ -293,7 +286,8 @@ def launch_tile_kernel(
             NUM_STAGES=cfg.num_stages, B_TRANS=b_trans, TMA_STORE=c_desc is not None,
             num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
         )  # fmt: skip
-    return _single_pass_kernel[grid](
+    ws = a_desc is not None and ws_route(desc, cfg, k, b_trans)
+    return (_single_pass_ws_kernel if ws else _single_pass_kernel)[grid](
         a, b, out, *ep.kernel_args(out), a_desc, b_desc, c_desc,
         m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
         *ep.plan.scales,
@@ -516,7 +510,8 @@ def tile_launcher(
                 hit = by_trans.get(key)
                 if hit is None:
                     hit = by_trans[key] = _tma_launch(
-                        cfg, common, tiles, b_trans, device_index, key[1], promo, groups_for(desc, cfg)
+                        cfg, common, tiles, b_trans, device_index, key[1], promo, groups_for(desc, cfg),
+                        ws=ws_route(desc, cfg, k, b_trans),
                     )
                 fn, extra = hit
                 fn(a, b, o, bs, r, gt, rs0, rs1, gs0, gs1, a_desc, b_desc, c_desc, km, kn, k, sam, sak, sbk, sbn,
@@ -561,6 +556,8 @@ def _tma_launch(
     tma_store: bool,
     promo: int = 0,
     groups: int = 0,
+    *,
+    ws: bool = False,
 ) -> tuple[DirectLaunch, tuple[int, ...]]:
     """The TMA launch of tile_launcher: (launch, runtime arguments after the output strides).
     One launch per (B_TRANS, TMA store): DirectLaunch's key does not see a None/descriptor swap."""
@@ -571,4 +568,4 @@ def _tma_launch(
         kw = dict(common, PROMO=promo, GROUPS=groups, B_TRANS=b_trans, TMA_STORE=tma_store)
         return DirectLaunch(_single_pass_persistent_kernel, (progs,), kw), (progs,)
     kw = dict(common, PROMO=promo, GROUPS=groups, USE_TMA=True, B_TRANS=b_trans, TMA_STORE=tma_store)
-    return DirectLaunch(_single_pass_kernel, (tiles,), kw), ()
+    return DirectLaunch(_single_pass_ws_kernel if ws else _single_pass_kernel, (tiles,), kw), ()
