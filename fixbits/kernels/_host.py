@@ -43,9 +43,9 @@ class KernelConfig:
     # the K loop's shared memory, except in the persistent kernel (one more tile there)
     TMA_STORE: int = 0
     # with USE_TMA: Triton's warp specialization of the TMA turn loop (tl.range(warp_specialize=))
-    # on sm_90: a producer warpgroup issues the loads, the tile's rows go to consumer
-    # warpgroups that run the same dots on their own rows, out of step with each other (the
-    # fp8 promotion of one overlaps the other's wgmmas). Each element keeps its dots: same bytes
+    # on sm_90: a producer warpgroup issues the loads and the tile's rows go to consumer
+    # warpgroups, which run the same dots on their own rows without a CTA-wide barrier per
+    # turn. Each element keeps its dots in order: the same bytes
     WARP_SPEC: int = 0
 
     def label(self) -> str:
