@@ -1,0 +1,80 @@
+"""GPU: each warp-specialized config on a few shapes, one subprocess each under a timeout.
+
+    PYTHONPATH=<repo> python3 runners/device/ws_probe.py --out DIR [--budget-s S]
+
+A warp-specialized kernel that deadlocks would hang a whole benchmark; here each (config,
+shape, dtype) runs alone, so a hang is reported as such and the rest goes on. Each run checks
+the bytes against torch.mm (int16 views) and times the kernel against the non-WS twin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = [
+    "128x256x64_g8_w4_s3_G1_tma_ws", "128x128x64_g8_w4_s4_G1_tma_ws", "256x128x64_g8_w4_s3_G1_tma_ws",
+]
+SHAPES = [(1024, 5120, 2048), (4096, 4096, 4096), (256, 18432, 8192)]
+
+CHILD = r"""
+import sys, torch, triton
+sys.path.insert(0, sys.argv[1])
+from fixbits.desc import GEMMDesc
+from fixbits.kernels._host import KernelConfig
+from fixbits.kernels.single_pass import tile_matmul
+label, m, n, k, dt = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+tdt = {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]
+g = torch.Generator(device="cuda").manual_seed(7)
+a = torch.randn((m, k), generator=g, device="cuda").to(tdt)
+b = torch.randn((k, n), generator=g, device="cuda").to(tdt)
+desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype=dt, out_dtype=dt)
+cfg = KernelConfig.from_label(label)
+twin = KernelConfig.from_label(label.replace("_ws", "").replace("_w4_", "_w8_"))
+y = tile_matmul(a, b, desc, config=cfg); torch.cuda.synchronize()
+z = tile_matmul(a, b, desc, config=twin); torch.cuda.synchronize()
+ms = triton.testing.do_bench(lambda: tile_matmul(a, b, desc, config=cfg), rep=50)
+ms2 = triton.testing.do_bench(lambda: tile_matmul(a, b, desc, config=twin), rep=50)
+ms3 = triton.testing.do_bench(lambda: torch.mm(a, b), rep=50)
+print("RESULT", int((y.view(torch.int16) != z.view(torch.int16)).sum()), ms, ms2, ms3)
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--budget-s", type=float, default=120)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    rows = []
+    for label in CONFIGS:
+        for m, n, k in SHAPES:
+            if time.time() - t0 > args.budget_s:
+                break
+            row = {"config": label, "shape": f"{m}x{n}x{k}"}
+            try:
+                p = subprocess.run([sys.executable, "-c", CHILD, str(REPO), label, str(m), str(n), str(k), "fp16"],
+                                   capture_output=True, text=True, timeout=40)  # fmt: skip
+                line = [x for x in p.stdout.splitlines() if x.startswith("RESULT")]
+                if line:
+                    d, ms, ms2, ms3 = line[0].split()[1:]
+                    row.update(differ=int(d), ws_ms=float(ms), twin_ms=float(ms2), mm_ms=float(ms3))
+                else:
+                    row.update(error=(p.stderr or p.stdout)[-400:])
+            except subprocess.TimeoutExpired:
+                row["error"] = "timeout 40 s (hang)"
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    (out / "ws_probe.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
