@@ -5,8 +5,8 @@ set -u
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 echo "=== card: $gpu"
 if [[ "$gpu" == *H200* ]]; then
-  bash runners/device/run_all.sh fused_shape_check:25 \
-    kernels_bench@s23:420:--seed-tuned,benchmarks/gemm/h200/s23/seed.json,--compile-share,0.06,--tune-by,graph
+  bash runners/device/run_all.sh fused_shape_check:20 \
+    kernels_bench@s23:370:--seed-tuned,benchmarks/gemm/h200/s23/seed.json,--compile-share,0.04,--tune-limit,2,--tune-by,graph
 else
   echo "=== not an H200: nothing run"
 fi
