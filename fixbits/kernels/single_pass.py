@@ -159,8 +159,9 @@ def _single_pass_ws_kernel(
     """_single_pass_kernel's TMA body alone, warp-specialized, for a K of whole turns (ws_route:
     no residue, head or tail). Triton's sm_90 pass gives the loads to a producer warpgroup and
     splits the tile's rows over consumer warpgroups; each row keeps its dots in the same order,
-    so the bytes are _single_pass_kernel's. The pass gives up on a turn loop that other dot
-    loops precede, hence a kernel of its own (same signature: a drop-in launch)."""
+    so the bytes are _single_pass_kernel's. The pass leaves a turn loop alone when pointer-loaded
+    dot loops precede it (and crashes on some: triton-lang/triton#9728), hence a kernel of its
+    own (same signature: a drop-in launch)."""
     TURN: tl.constexpr = GROUPS * PROMO * IK if PROMO > 0 else BLOCK_K
     pid = tl.program_id(0)
     pid_m, pid_n = tile_coords(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
