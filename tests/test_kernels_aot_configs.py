@@ -209,8 +209,7 @@ def test_every_epilogue_kernel_takes_the_epilogue_arguments_in_kernel_args_order
 
     want = ["bias_ptr", "res_ptr", "gate_ptr", "stride_rm", "stride_rn", "stride_gm", "stride_gn"]
     for kern in (
-        single_pass._single_pass_kernel, single_pass._single_pass_persistent_kernel,
-        single_pass._single_pass_ws_kernel, splitk._splitk_merge_kernel,
+        single_pass._single_pass_kernel, single_pass._single_pass_persistent_kernel, splitk._splitk_merge_kernel,
         _scalar._scalar_nest_kernel, gemv_workspace._ws_merge_kernel,
     ):  # fmt: skip
         names = list(kern.arg_names)

@@ -13,7 +13,7 @@ pytest.importorskip("triton")
 from _kernels_aot import compile_ptx  # noqa: E402
 
 EPN = dict(EP0=0, EP1=0, EP2=0, EP3=0, OUT=0, GELU_TANH_FMA=True)
-NO_TMA = dict(USE_TMA=False, B_TRANS=False, TMA_STORE=False, a_desc=None, b_desc=None, c_desc=None)
+NO_TMA = dict(USE_TMA=False, B_TRANS=False, TMA_STORE=False, WS=False, a_desc=None, b_desc=None, c_desc=None)
 
 
 def _types(dt: str, out: str = "fp32") -> dict[str, str]:
@@ -48,7 +48,7 @@ def test_tma_body_keeps_the_wgmma_chain() -> None:
     from fixbits.kernels.single_pass import _single_pass_kernel
 
     cx = dict(STEP=64, IK=16, HWK=16, PROMO=0, GROUPS=0, RES_FIRST=True, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
-              GROUP_M=8, NUM_STAGES=3, USE_TMA=True, B_TRANS=True, TMA_STORE=False, c_desc=None, **EPN)  # fmt: skip
+              GROUP_M=8, NUM_STAGES=3, USE_TMA=True, B_TRANS=True, TMA_STORE=False, WS=False, c_desc=None, **EPN)  # fmt: skip
     types = {**_types("fp16"), "a_desc": "tensordesc<fp16[128,64]>", "b_desc": "tensordesc<fp16[128,64]>"}
     ptx = compile_ptx(_single_pass_kernel, types, cx, num_warps=8)
     assert "cp.async.bulk.tensor" in ptx and re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16", ptx)

@@ -118,10 +118,11 @@ def test_fp8_tma_turns_promote_every_group(monkeypatch: pytest.MonkeyPatch, resi
 
 @pytest.mark.parametrize("k, ws", [(1024, True), (1024 + 64, False)])
 def test_fp8_warp_specialized_kernel_keeps_the_promotion(monkeypatch: pytest.MonkeyPatch, k: int, ws: bool) -> None:
-    """A WARP_SPEC config runs the warp-specialized kernel only where K is whole turns (else
+    """A WARP_SPEC config takes the warp-specialized turn loop only where K is whole turns (else
     the pointer head/tail would precede or follow the turn loop, which Triton's sm_90 pass
-    cannot partition): there it must really be split into producer and consumers (setmaxnreg
-    in the PTX, 12 warps), and its one dot must still promote every PROMO * IK elements."""
+    cannot partition): there the kernel must really be split into producer and consumers
+    (setmaxnreg in the PTX, 12 warps), and its one dot must still promote every PROMO * IK
+    elements."""
     import functools
 
     import fixbits.kernels.single_pass as sp
@@ -135,7 +136,6 @@ def test_fp8_warp_specialized_kernel_keeps_the_promotion(monkeypatch: pytest.Mon
     with Sm90Launches() as launches:
         per_mma_matmul(a, b, desc, config=cfg)
     (kern,) = launches.kernels
-    assert kern.name.endswith("_ws_kernel") is ws, kern.name
     assert ("setmaxnreg" in kern.asm["ptx"]) is ws, "warp specialization not applied as routed"
     assert (kern.metadata.num_warps == 12) is ws, kern.metadata.num_warps
     group = desc.promotion_interval * desc.instruction_k

@@ -163,7 +163,7 @@ def main() -> int:
         kern = sp._single_pass_kernel[(8,)]
         kw = dict(STEP=16, IK=16, HWK=16, PROMO=0, GROUPS=0, RES_FIRST=False, EP0=0, EP1=0, EP2=0, EP3=0, OUT=0,
                   GELU_TANH_FMA=True, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, NUM_STAGES=3, USE_TMA=False,
-                  B_TRANS=False, TMA_STORE=False, num_warps=4, num_stages=3, **sp.LAUNCH_OPTS)  # fmt: skip
+                  B_TRANS=False, TMA_STORE=False, WS=False, num_warps=4, num_stages=3, **sp.LAUNCH_OPTS)  # fmt: skip
 
         def bare():
             out = torch.empty((m, n), dtype=torch.float16)

@@ -167,6 +167,23 @@ def chain_fast_tma(
 
 
 @triton.jit
+def turns_ws(
+    acc, a_desc, b_desc, off_m, off_n, K, IK: tl.constexpr, PROMO: tl.constexpr, TURN: tl.constexpr,
+    B_TRANS: tl.constexpr, NUM_STAGES: tl.constexpr,
+):  # fmt: skip
+    """A fp8 per-MMA chain of whole TMA turns from k = 0 (single_pass.ws_route: no residue, head
+    or tail), the turn loop warp-specialized: Triton's sm_90 pass gives the loads to a producer
+    warpgroup and splits the tile's rows over consumer warpgroups, each row keeping its dots in
+    order (the bytes of chain_promoted_tma). The pass leaves the loop alone when pointer-loaded
+    dot loops precede it (and crashes on some: triton-lang/triton#9728), so the kernel takes
+    this chain in a constexpr branch of its own."""
+    for i in tl.range(0, K // TURN, num_stages=NUM_STAGES, warp_specialize=True):
+        a, b = tma_operands(a_desc, b_desc, off_m, off_n, i * TURN, B_TRANS)
+        acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMO * IK)
+    return acc
+
+
+@triton.jit
 def zero_started_dot(a, b, G: tl.constexpr, HWK: tl.constexpr):
     """A dot from +0 that Triton may not fold into the accumulator it is added to.
 

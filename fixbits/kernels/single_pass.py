@@ -29,7 +29,7 @@ from fixbits.kernels._host import (
     swapped_epilogue,
     torch_dtype,
 )
-from fixbits.kernels._tensorcore import chain, chain_fast_tma, chain_promoted_tma, tile_coords, tma_operands
+from fixbits.kernels._tensorcore import chain, chain_fast_tma, chain_promoted_tma, tile_coords, turns_ws
 from fixbits.kernels.epilogue import epilogue_store, epilogue_value
 from fixbits.kernels.launch import DescAt, DescForm, DirectLaunch
 from fixbits.kernels.plan import UnsupportedDesc
@@ -75,6 +75,7 @@ def _single_pass_kernel(
     OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     NUM_STAGES: tl.constexpr, USE_TMA: tl.constexpr, B_TRANS: tl.constexpr, TMA_STORE: tl.constexpr,
+    WS: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     pid_m, pid_n = tile_coords(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -86,7 +87,10 @@ def _single_pass_kernel(
     a_rows = a_ptr + rm_ld[:, None] * sam
     b_cols = b_ptr + rn_ld[None, :] * sbn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if USE_TMA and PROMO == 0:
+    if WS:
+        TURN_WS: tl.constexpr = GROUPS * PROMO * IK
+        acc = turns_ws(acc, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, K, IK, PROMO, TURN_WS, B_TRANS, NUM_STAGES)
+    elif USE_TMA and PROMO == 0:
         acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
                              STEP, IK, HWK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
     elif USE_TMA:
@@ -141,44 +145,6 @@ def _single_pass_persistent_kernel(
             gate_ptr, stride_rm, stride_rn, stride_gm, stride_gn, ep_scale0, ep_scale1, ep_scale2, ep_scale3,
             EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA, TMA_STORE,
         )  # fmt: skip
-
-
-@triton.jit
-def _single_pass_ws_kernel(
-    a_ptr, b_ptr, out_ptr, bias_ptr, res_ptr, gate_ptr,
-    stride_rm, stride_rn, stride_gm, stride_gn, a_desc, b_desc, c_desc,
-    M, N, K, sam, sak, sbk, sbn, som, son,
-    ep_scale0, ep_scale1, ep_scale2, ep_scale3,
-    STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, PROMO: tl.constexpr, GROUPS: tl.constexpr,
-    RES_FIRST: tl.constexpr,
-    EP0: tl.constexpr, EP1: tl.constexpr, EP2: tl.constexpr, EP3: tl.constexpr,
-    OUT: tl.constexpr, GELU_TANH_FMA: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_STAGES: tl.constexpr, USE_TMA: tl.constexpr, B_TRANS: tl.constexpr, TMA_STORE: tl.constexpr,
-):  # fmt: skip
-    """_single_pass_kernel's TMA body alone, warp-specialized, for a K of whole turns (ws_route:
-    no residue, head or tail). Triton's sm_90 pass gives the loads to a producer warpgroup and
-    splits the tile's rows over consumer warpgroups; each row keeps its dots in the same order,
-    so the bytes are _single_pass_kernel's. The pass leaves a turn loop alone when pointer-loaded
-    dot loops precede it (and crashes on some: triton-lang/triton#9728), hence a kernel of its
-    own (same signature: a drop-in launch)."""
-    TURN: tl.constexpr = GROUPS * PROMO * IK if PROMO > 0 else BLOCK_K
-    pid = tl.program_id(0)
-    pid_m, pid_n = tile_coords(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for i in tl.range(0, K // TURN, num_stages=NUM_STAGES, warp_specialize=True):
-        a, b = tma_operands(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, i * TURN, B_TRANS)
-        if PROMO > 0:
-            acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMO * IK)
-        else:
-            acc = tl.dot(a, b, acc)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    _write_tile(
-        acc, out_ptr, c_desc, rm, rn, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
-        stride_rm, stride_rn, stride_gm, stride_gn, ep_scale0, ep_scale1, ep_scale2, ep_scale3,
-        EP0, EP1, EP2, EP3, OUT, GELU_TANH_FMA, TMA_STORE,
-    )  # fmt: skip
 
 
 _SMS: dict[int, int] = {}
@@ -288,8 +254,7 @@ def launch_tile_kernel(
             NUM_STAGES=cfg.num_stages, B_TRANS=b_trans, TMA_STORE=c_desc is not None,
             num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
         )  # fmt: skip
-    ws = a_desc is not None and ws_route(desc, cfg, k, b_trans)
-    return (_single_pass_ws_kernel if ws else _single_pass_kernel)[grid](
+    return _single_pass_kernel[grid](
         a, b, out, *ep.kernel_args(out), a_desc, b_desc, c_desc,
         m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
         *ep.plan.scales,
@@ -299,6 +264,7 @@ def launch_tile_kernel(
         OUT=out_code(desc), GELU_TANH_FMA=gelu_tanh_fma,
         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
         NUM_STAGES=cfg.num_stages, USE_TMA=a_desc is not None, B_TRANS=b_trans, TMA_STORE=c_desc is not None,
+        WS=a_desc is not None and ws_route(desc, cfg, k, b_trans),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
     )  # fmt: skip
 
@@ -434,7 +400,7 @@ def tile_launcher(
     )  # fmt: skip
     plain = DirectLaunch(
         _single_pass_kernel, (tiles,),
-        dict(common, PROMO=promo, GROUPS=groups_for(desc, cfg), USE_TMA=False, B_TRANS=False, TMA_STORE=False),
+        dict(common, PROMO=promo, GROUPS=groups_for(desc, cfg), USE_TMA=False, B_TRANS=False, TMA_STORE=False, WS=False),
     )  # fmt: skip
     by_trans: dict[
         tuple[bool, bool], tuple[DirectLaunch, tuple[int, ...]]
@@ -569,5 +535,5 @@ def _tma_launch(
         progs = min(tiles, num_sms(torch.device("cuda", max(device_index, 0))) * cfg.PERSISTENT)
         kw = dict(common, PROMO=promo, GROUPS=groups, B_TRANS=b_trans, TMA_STORE=tma_store)
         return DirectLaunch(_single_pass_persistent_kernel, (progs,), kw), (progs,)
-    kw = dict(common, PROMO=promo, GROUPS=groups, USE_TMA=True, B_TRANS=b_trans, TMA_STORE=tma_store)
-    return DirectLaunch(_single_pass_ws_kernel if ws else _single_pass_kernel, (tiles,), kw), ()
+    kw = dict(common, PROMO=promo, GROUPS=groups, USE_TMA=True, B_TRANS=b_trans, TMA_STORE=tma_store, WS=ws)
+    return DirectLaunch(_single_pass_kernel, (tiles,), kw), ()
