@@ -161,5 +161,9 @@ def test_ws_route_needs_whole_turns_and_k_major_fp8_b() -> None:
     assert not sp.ws_route(fp8.replace(k_loop_step=128), cfg, 4096 + 64, b_trans=True)  # residue under STEP
     assert not sp.ws_route(fp16, cfg, 4096, b_trans=True)
     assert not sp.ws_route(fp16, cfg, 4096, b_trans=False)
+    # the diagnosis runner's door (runners/device/ws_probe.py): 16-bit only, whole turns still
+    assert sp.ws_route(fp16, cfg, 4096, b_trans=False, sixteen_bit=True)
+    assert not sp.ws_route(fp16, cfg, 4096 + 32, b_trans=False, sixteen_bit=True)
+    assert not sp.ws_route(fp8, cfg, 4096, b_trans=False, sixteen_bit=True)
     assert not sp.ws_route(fp8, cfg, 4096, b_trans=False)
     assert not sp.ws_route(fp8, cfg, 4096 + 64, b_trans=True)  # half a promotion group left

@@ -171,15 +171,19 @@ def turns_ws(
     acc, a_desc, b_desc, off_m, off_n, K, IK: tl.constexpr, PROMO: tl.constexpr, TURN: tl.constexpr,
     B_TRANS: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):  # fmt: skip
-    """A fp8 per-MMA chain of whole TMA turns from k = 0 (single_pass.ws_route: no residue, head
-    or tail), the turn loop warp-specialized: Triton's sm_90 pass gives the loads to a producer
-    warpgroup and splits the tile's rows over consumer warpgroups, each row keeping its dots in
-    order (the bytes of chain_promoted_tma). The pass leaves the loop alone when pointer-loaded
-    dot loops precede it (and crashes on some: triton-lang/triton#9728), so the kernel takes
-    this chain in a constexpr branch of its own."""
+    """A chain of whole TMA turns from k = 0 (single_pass.ws_route: no residue, head or tail),
+    the turn loop warp-specialized: Triton's sm_90 pass gives the loads to a producer warpgroup
+    and splits the tile's rows over consumer warpgroups, each row keeping its dots in order (the
+    bytes of chain_promoted_tma for fp8 per-MMA, of chain_fast_tma for PROMO = 0, which only the
+    diagnosis runner reaches). The pass leaves the loop alone when pointer-loaded dot loops
+    precede it (and crashes on some: triton-lang/triton#9728), so the kernel takes this chain in
+    a constexpr branch of its own."""
     for i in tl.range(0, K // TURN, num_stages=NUM_STAGES, warp_specialize=True):
         a, b = tma_operands(a_desc, b_desc, off_m, off_n, i * TURN, B_TRANS)
-        acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMO * IK)
+        if PROMO > 0:
+            acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMO * IK)
+        else:
+            acc = tl.dot(a, b, acc)
     return acc
 
 

@@ -88,7 +88,7 @@ def _single_pass_kernel(
     b_cols = b_ptr + rn_ld[None, :] * sbn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if WS:
-        TURN_WS: tl.constexpr = GROUPS * PROMO * IK
+        TURN_WS: tl.constexpr = GROUPS * PROMO * IK if PROMO > 0 else BLOCK_K  # (single_pass.tma_k)
         acc = turns_ws(acc, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, K, IK, PROMO, TURN_WS, B_TRANS, NUM_STAGES)
     elif USE_TMA and PROMO == 0:
         acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
@@ -190,16 +190,17 @@ def tma_route(desc: GEMMDesc, cfg: KernelConfig) -> bool:
     return 0 < tma_k(desc, cfg) <= TMA_BOX_MAX  # (0: a group width groups_for cannot turn)
 
 
-def ws_route(desc: GEMMDesc, cfg: KernelConfig, k: int, b_trans: bool) -> bool:
+def ws_route(desc: GEMMDesc, cfg: KernelConfig, k: int, b_trans: bool, *, sixteen_bit: bool = False) -> bool:
     """Whether a WARP_SPEC config takes the warp-specialized kernel for K = k: fp8 inputs with B
     K-major (b_trans; fp8 wgmma reads both operands K-major from shared memory and the consumers
     cannot transpose a tile), the TMA route, one tile per program, and a chain of whole TMA turns
     from k = 0 (K a multiple of the k-loop step and of the turn). 16-bit inputs never take it:
     on an H100 with Triton 3.6 every fp16 warp-specialized launch hung
-    (benchmarks/gemm/h100/s23/ws_fp16). Otherwise the same config runs _single_pass_kernel."""
+    (benchmarks/gemm/h100/s23/ws_fp16); ``sixteen_bit`` lets them through for the diagnosis
+    runner (runners/device/ws_probe.py). Otherwise the same config runs _single_pass_kernel."""
     if not cfg.WARP_SPEC or cfg.PERSISTENT or not tma_route(desc, cfg):
         return False
-    if not (desc.in_dtype.startswith("fp8") and b_trans):
+    if not (desc.in_dtype.startswith("fp8") and b_trans or sixteen_bit and not desc.in_dtype.startswith("fp8")):
         return False
     return k > 0 and k % desc.k_loop_step == 0 and k % tma_k(desc, cfg) == 0
 

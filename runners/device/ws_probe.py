@@ -1,10 +1,13 @@
-"""GPU: each warp-specialized config on a few shapes, one subprocess each under a timeout.
+"""GPU diagnosis: fp16 warp-specialized launches, one subprocess each under a timeout.
 
-    PYTHONPATH=<repo> python3 runners/device/ws_probe.py --out DIR [--budget-s S]
+    PYTHONPATH=<repo> python3 runners/device/ws_probe.py --out DIR [--budget-s S] [--b nmajor|kmajor]
 
-A warp-specialized kernel that deadlocks would hang a whole benchmark; here each (config,
-shape, dtype) runs alone, so a hang is reported as such and the rest goes on. Each run checks
-the bytes against torch.mm (int16 views) and times the kernel against the non-WS twin.
+single_pass.ws_route keeps 16-bit inputs off the warp-specialized branch, because every such
+launch hung on an H100 in session 23 (benchmarks/gemm/h100/s23/ws_fp16). To tell what hangs,
+this probe lets them through in its child processes only (ws_route(sixteen_bit=True)). Each
+(config, shape) runs alone, so a hang is reported as such and the rest goes on.
+Each run compares the bytes with the non-warp-specialized twin (int16 views) and times both and
+torch.mm. ``--b kmajor`` hands B as W.t() (K-major), the layout of the fp8 runs that did not hang.
 """
 
 from __future__ import annotations
@@ -28,11 +31,14 @@ sys.path.insert(0, sys.argv[1])
 from fixbits.desc import GEMMDesc
 from fixbits.kernels._host import KernelConfig
 from fixbits.kernels.single_pass import tile_matmul
-label, m, n, k, dt = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+import fixbits.kernels.single_pass as sp
+label, m, n, k, dt, lay = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
+import functools
+sp.ws_route = functools.partial(sp.ws_route, sixteen_bit=True)  # this process only: the diagnosis
 tdt = {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]
 g = torch.Generator(device="cuda").manual_seed(7)
 a = torch.randn((m, k), generator=g, device="cuda").to(tdt)
-b = torch.randn((k, n), generator=g, device="cuda").to(tdt)
+b = torch.randn((k, n), generator=g, device="cuda").to(tdt) if lay == "nmajor" else torch.randn((n, k), generator=g, device="cuda").to(tdt).t()
 desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype=dt, out_dtype=dt)
 cfg = KernelConfig.from_label(label)
 twin = KernelConfig.from_label(label.replace("_ws", "").replace("_w4_", "_w8_"))
@@ -49,6 +55,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget-s", type=float, default=120)
+    ap.add_argument("--b", choices=("nmajor", "kmajor"), default="nmajor", help="B's layout")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -58,9 +65,9 @@ def main() -> int:
         for m, n, k in SHAPES:
             if time.time() - t0 > args.budget_s:
                 break
-            row = {"config": label, "shape": f"{m}x{n}x{k}"}
+            row = {"config": label, "shape": f"{m}x{n}x{k}", "b": args.b}
             try:
-                p = subprocess.run([sys.executable, "-c", CHILD, str(REPO), label, str(m), str(n), str(k), "fp16"],
+                p = subprocess.run([sys.executable, "-c", CHILD, str(REPO), label, str(m), str(n), str(k), "fp16", args.b],
                                    capture_output=True, text=True, timeout=40)  # fmt: skip
                 line = [x for x in p.stdout.splitlines() if x.startswith("RESULT")]
                 if line:
