@@ -191,16 +191,16 @@ def tma_route(desc: GEMMDesc, cfg: KernelConfig) -> bool:
 
 
 def ws_route(desc: GEMMDesc, cfg: KernelConfig, k: int, b_trans: bool, *, sixteen_bit: bool = False) -> bool:
-    """Whether a WARP_SPEC config takes the warp-specialized kernel for K = k: fp8 inputs with B
-    K-major (b_trans; fp8 wgmma reads both operands K-major from shared memory and the consumers
-    cannot transpose a tile), the TMA route, one tile per program, and a chain of whole TMA turns
-    from k = 0 (K a multiple of the k-loop step and of the turn). 16-bit inputs never take it:
-    on an H100 with Triton 3.6 every fp16 warp-specialized launch hung
+    """Whether a WARP_SPEC config takes the warp-specialized turn loop (turns_ws) for K = k:
+    fp8 inputs with B K-major (b_trans; fp8 wgmma reads both operands K-major from shared memory
+    and the consumers cannot transpose a tile), the TMA route, one tile per program, and a chain
+    of whole TMA turns from k = 0 (K a multiple of the k-loop step and of the turn). 16-bit
+    inputs never take it: on an H100 with Triton 3.6 every fp16 warp-specialized launch hung
     (benchmarks/gemm/h100/s23/ws_fp16); ``sixteen_bit`` lets them through for the diagnosis
-    runner (runners/device/ws_probe.py). Otherwise the same config runs _single_pass_kernel."""
+    runner (runners/device/ws_probe.py). Otherwise the config runs the other branches."""
     if not cfg.WARP_SPEC or cfg.PERSISTENT or not tma_route(desc, cfg):
         return False
-    if not (desc.in_dtype.startswith("fp8") and b_trans or sixteen_bit and not desc.in_dtype.startswith("fp8")):
+    if not (b_trans if desc.in_dtype.startswith("fp8") else sixteen_bit):
         return False
     return k > 0 and k % desc.k_loop_step == 0 and k % tma_k(desc, cfg) == 0
 
