@@ -196,8 +196,10 @@ def main() -> int:
     ap.add_argument("--warmup-ms", type=int, default=5, help="warmup of the whole-call timings")
     ap.add_argument(
         "--seed-tuned",
-        default="",
-        help="a tuned_configs.json whose per-shape winners are timed first (they still compete)",
+        nargs="+",
+        default=[],
+        help="tuned_configs.json files whose per-shape winners are timed first (they still compete); "
+        "for a shape in several, the last file's winner",
     )
     ap.add_argument(
         "--precompile-workers",
@@ -306,8 +308,9 @@ def main() -> int:
     if args.seed_tuned:
         from fixbits.kernels.tuning import load_seeds
 
-        bench.seeds = load_seeds(Path(args.seed_tuned))  # type: ignore[attr-defined]
-        print(f"{len(bench.seeds)} seed configs from {args.seed_tuned}", flush=True)
+        for path in args.seed_tuned:
+            bench.seeds.update(load_seeds(Path(path)))  # type: ignore[attr-defined]
+        print(f"{len(bench.seeds)} seed configs from {', '.join(args.seed_tuned)}", flush=True)
     bench.tune_limit = args.tune_limit  # type: ignore[attr-defined]
     bench.check_candidates = args.check_candidates  # type: ignore[attr-defined]
     bench.tune_s = args.tune_s  # type: ignore[attr-defined]

@@ -125,6 +125,27 @@ def tma_operands(a_desc, b_desc, off_m, off_n, k0, B_TRANS: tl.constexpr):
 
 
 @triton.jit
+def tma_turns(
+    acc, a_desc, b_desc, off_m, off_n, lo, nb, TURN: tl.constexpr, IK: tl.constexpr, PROMO: tl.constexpr,
+    B_TRANS: tl.constexpr, NUM_STAGES: tl.constexpr, WS: tl.constexpr,
+):  # fmt: skip
+    """nb TMA turns of TURN elements from lo, one dot each: plain (PROMO = 0, fast accumulation)
+    or with max_num_imprecise_acc = PROMO*IK, where Triton's sm_90 lowering runs each group's
+    PROMO instructions into a zero-started partial and adds it to acc (per-MMA). WS:
+    warp-specialized (single_pass.ws_route): Triton's sm_90 pass gives the loads to a producer
+    warpgroup and splits the tile's rows over consumer warpgroups, each row keeping its dots in
+    order. That pass leaves the loop alone when pointer-loaded dot loops precede it (and crashes
+    on some: triton-lang/triton#9728), so the kernel calls it with WS in a branch of its own."""
+    for i in tl.range(0, nb, num_stages=NUM_STAGES, warp_specialize=WS):
+        a, b = tma_operands(a_desc, b_desc, off_m, off_n, lo + i * TURN, B_TRANS)
+        if PROMO > 0:
+            acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMO * IK)
+        else:
+            acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
 def chain_fast_tma(
     acc,
     a_rows,
@@ -157,33 +178,10 @@ def chain_fast_tma(
         lo = s
         hi = e - r
     nb = (hi - lo) // BLOCK_K
-    for i in tl.range(0, nb, num_stages=NUM_STAGES):
-        a, b = tma_operands(a_desc, b_desc, off_m, off_n, lo + i * BLOCK_K, B_TRANS)
-        acc = tl.dot(a, b, acc)
+    acc = tma_turns(acc, a_desc, b_desc, off_m, off_n, lo, nb, BLOCK_K, IK, 0, B_TRANS, NUM_STAGES, False)
     acc = instrs(acc, a_rows, b_cols, lo + nb * BLOCK_K, hi, sak, sbk, IK, HWK)
     if not RES_FIRST:
         acc = instrs(acc, a_rows, b_cols, hi, e, sak, sbk, IK, HWK)
-    return acc
-
-
-@triton.jit
-def turns_ws(
-    acc, a_desc, b_desc, off_m, off_n, K, IK: tl.constexpr, PROMO: tl.constexpr, TURN: tl.constexpr,
-    B_TRANS: tl.constexpr, NUM_STAGES: tl.constexpr,
-):  # fmt: skip
-    """A chain of whole TMA turns from k = 0 (single_pass.ws_route: no residue, head or tail),
-    the turn loop warp-specialized: Triton's sm_90 pass gives the loads to a producer warpgroup
-    and splits the tile's rows over consumer warpgroups, each row keeping its dots in order (the
-    bytes of chain_promoted_tma for fp8 per-MMA, of chain_fast_tma for PROMO = 0, which only the
-    diagnosis runner reaches). The pass leaves the loop alone when pointer-loaded dot loops
-    precede it (and crashes on some: triton-lang/triton#9728), so the kernel takes this chain in
-    a constexpr branch of its own."""
-    for i in tl.range(0, K // TURN, num_stages=NUM_STAGES, warp_specialize=True):
-        a, b = tma_operands(a_desc, b_desc, off_m, off_n, i * TURN, B_TRANS)
-        if PROMO > 0:
-            acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMO * IK)
-        else:
-            acc = tl.dot(a, b, acc)
     return acc
 
 
@@ -289,9 +287,7 @@ def chain_promoted_tma(
     same order as chain_promoted, without a zero-started dot per group."""
     acc, tmp, cnt, lo, hi = promoted_open(acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, HWK, PROMO, RES_FIRST)
     nb = (hi - lo) // TURN
-    for i in tl.range(0, nb, num_stages=NUM_STAGES):
-        a, b = tma_operands(a_desc, b_desc, off_m, off_n, lo + i * TURN, B_TRANS)
-        acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMO * IK)
+    acc = tma_turns(acc, a_desc, b_desc, off_m, off_n, lo, nb, TURN, IK, PROMO, B_TRANS, NUM_STAGES, False)
     lo = lo + nb * TURN
     return promoted_close(acc, tmp, cnt, a_rows, b_cols, lo, hi, e, sak, sbk, IK, HWK, PROMO, RES_FIRST)
 

@@ -29,7 +29,7 @@ from fixbits.kernels._host import (
     swapped_epilogue,
     torch_dtype,
 )
-from fixbits.kernels._tensorcore import chain, chain_fast_tma, chain_promoted_tma, tile_coords, turns_ws
+from fixbits.kernels._tensorcore import chain, chain_fast_tma, chain_promoted_tma, tile_coords, tma_turns
 from fixbits.kernels.epilogue import epilogue_store, epilogue_value
 from fixbits.kernels.launch import DescAt, DescForm, DirectLaunch
 from fixbits.kernels.plan import UnsupportedDesc
@@ -87,14 +87,14 @@ def _single_pass_kernel(
     a_rows = a_ptr + rm_ld[:, None] * sam
     b_cols = b_ptr + rn_ld[None, :] * sbn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if WS:
-        TURN_WS: tl.constexpr = GROUPS * PROMO * IK if PROMO > 0 else BLOCK_K  # (single_pass.tma_k)
-        acc = turns_ws(acc, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, K, IK, PROMO, TURN_WS, B_TRANS, NUM_STAGES)
+    TURN: tl.constexpr = GROUPS * PROMO * IK if PROMO > 0 else BLOCK_K  # a TMA turn (single_pass.tma_k)
+    if WS:  # whole turns from k = 0 (ws_route)
+        acc = tma_turns(acc, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K // TURN, TURN, IK, PROMO,
+                        B_TRANS, NUM_STAGES, True)  # fmt: skip
     elif USE_TMA and PROMO == 0:
         acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
                              STEP, IK, HWK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
     elif USE_TMA:
-        TURN: tl.constexpr = GROUPS * PROMO * IK
         acc = chain_promoted_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K,
                                  sak, sbk, STEP, IK, HWK, PROMO, TURN, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
     else:
@@ -191,7 +191,7 @@ def tma_route(desc: GEMMDesc, cfg: KernelConfig) -> bool:
 
 
 def ws_route(desc: GEMMDesc, cfg: KernelConfig, k: int, b_trans: bool, *, sixteen_bit: bool = False) -> bool:
-    """Whether a WARP_SPEC config takes the warp-specialized turn loop (turns_ws) for K = k:
+    """Whether a WARP_SPEC config takes the warp-specialized turn loop (tma_turns, WS) for K = k:
     fp8 inputs with B K-major (b_trans; fp8 wgmma reads both operands K-major from shared memory
     and the consumers cannot transpose a tile), the TMA route, one tile per program, and a chain
     of whole TMA turns from k = 0 (K a multiple of the k-loop step and of the turn). 16-bit
