@@ -626,28 +626,73 @@ def _has_bits(n: Node) -> bool:
     return got
 
 
-def concretize(n: Node, env: dict[str, int], memo: dict[bytes, Node]) -> Node:
-    """``n`` at one writer thread: its thread bits fixed to ``env`` (a renamable tree)."""
-    got = memo.get(n.digest)
-    if got is not None:
-        return got
+_TXMASK: dict[bytes, int] = {}
+# concretize's results, shared by every call: a node at a thread is a function of the node and of
+# the thread's values of the tx bits that occur below it, so that is the key (threads that agree
+# on them, and the partner lanes a butterfly reads, share one rebuild)
+_CONC: dict[tuple[bytes, int, int], Node] = {}
+_ENVS: dict[tuple[int, int], dict[str, int]] = {}
+
+
+def _tx_mask(n: Node) -> int:
+    """The positions of the ``tx`` bits that occur in ``n`` (under a shuffle too)."""
+    got = _TXMASK.get(n.digest)
+    if got is None:
+        got = 0
+        if n.poly is not None:
+            for s in n.poly.symbols():
+                if s[:2] == "tx" and s[2:].isdigit():
+                    got |= 1 << int(s[2:])
+        else:
+            for k in n.kids:
+                got |= _tx_mask(k)
+        if len(_TXMASK) > 500_000:
+            _TXMASK.clear()
+        _TXMASK[n.digest] = got
+    return got
+
+
+def concretize(n: Node, env: dict[str, int], memo: dict[bytes, Node] | None = None) -> Node:
+    """``n`` at one writer thread: its thread bits fixed to ``env`` (a renamable tree; env holds
+    tx0 .. tx<nb-1>, as forwarding's thread environments do). ``memo`` is not needed any more:
+    results are shared through a table keyed on the bits each subtree reads."""
+    nb = len(env)
+    assert all(f"tx{i}" in env for i in range(nb)), sorted(env)
+    t = 0
+    for i in range(nb):
+        t |= env[f"tx{i}"] << i
+    if len(_CONC) > 400_000:
+        _CONC.clear()
+    return _conc(n, t, nb)
+
+
+def _env(t: int, nb: int) -> dict[str, int]:
+    got = _ENVS.get((t, nb))
+    if got is None:
+        got = _ENVS[(t, nb)] = {f"tx{i}": (t >> i) & 1 for i in range(nb)}
+    return got
+
+
+def _conc(n: Node, t: int, nb: int) -> Node:
     if not _has_bits(n):
         return n  # no thread bit below: fixing them rebuilds the same tree (the same digest)
+    m = _tx_mask(n) & ((1 << nb) - 1)
+    key = (n.digest, t & m, nb)
+    got = _CONC.get(key)
+    if got is not None:
+        return got
     if n.poly is not None:
-        out = int_node(_partial(n.poly, env)) if any(is_bit_symbol(s) for s in n.poly.symbols()) else n
+        out = int_node(_partial(n.poly, _env(t, nb))) if m else n
     elif n.kind == "shfl" and is_bit_move(n):
-        # the operand at lane ^ b (its own memo: the one passed in holds for env alone)
+        # the operand at lane ^ b (lane bits are tx0..tx4)
         b = const_of(n.kids[1])
         assert b is not None
-        partner = {
-            s: v ^ (b >> int(s[2:]) & 1) if s[2:].isdigit() and int(s[2:]) < 5 else v for s, v in env.items()
-        }
-        out = concretize(n.kids[0], partner, {})
+        out = _conc(n.kids[0], t ^ (b & 31 & ((1 << nb) - 1)), nb)
     elif not n.variant and not n.kids:
         out = n
     else:
-        out = Node(n.kind, n.attrs, tuple(concretize(k, env, memo) for k in n.kids))
-    memo[n.digest] = out
+        out = Node(n.kind, n.attrs, tuple(_conc(k, t, nb) for k in n.kids))
+    _CONC[key] = out
     return out
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fixbits.checker.node import Node, Root, int_node
-from fixbits.checker.walk import relativize
+from fixbits.checker.walk import relative_addresses, relativize
 
 if TYPE_CHECKING:
     from fixbits.checker.balanced import Collapser
@@ -156,9 +156,22 @@ def per_thread(
     assert isinstance(tev, ThreadEval) and nbits is not None
     if r.address.poly is None:
         return None
+    threads = _threads(r, nbits, tev)
+    # the first two threads' addresses before any tree (cheap): threads whose stores can have
+    # no relative address in common store different relative roots, so their trees need not
+    # be built to say so (any None here is the None the loop below would reach)
+    common: set[tuple] | None = None
+    for t in threads[:2]:
+        a = tev.poly_at(r.address.poly, t)
+        if a is None:
+            return None
+        got = relative_addresses(a, param_syms)
+        common = got if common is None else common & got
+        if not common:
+            return None
     out: list[Root] = []
     seen: set[bytes] = set()
-    for t in _threads(r, nbits, tev):
+    for t in threads:
         a = tev.poly_at(r.address.poly, t)
         v = tev.at(r.value, t)
         if a is None or v is None:

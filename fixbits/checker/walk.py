@@ -20,9 +20,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fixbits.checker.forms import Poly, add_terms, data_token, is_variant_symbol, split_thread_form, token
 from fixbits.checker.node import Node, Root, int_node
+
+if TYPE_CHECKING:
+    from fixbits.checker.coord_split import SplitCoord
 
 
 class Unsupported(Exception):
@@ -953,26 +957,14 @@ def _relativize(
     memos: dict[tuple, dict[bytes, Node]] | None,
     split: bool,
 ) -> tuple[Poly, Node] | None:
-    from fixbits.checker.coord_split import split_coordinate, split_group
+    from fixbits.checker.coord_split import split_group
 
-    base = None
-    offs: dict[tuple, dict[tuple, int]] = {}
-    for mono, c in root_addr.terms.items():
-        if len(mono) == 1 and mono[0] in param_syms and c == 1 and base is None:
-            base = mono[0]
-            continue
-        inv, var = _mono_split(mono)
-        offs.setdefault(inv, {})
-        offs[inv][var] = offs[inv].get(var, 0) + c
-    if base is None or value.exchange:
+    if value.exchange:
         return None
-    coords = {inv: Poly(t) for inv, t in offs.items() if Poly(t).is_variant()}
-    if not coords:
+    frame = _frame(root_addr, param_syms, split)
+    if frame is None:
         return None
-    # split: the byte offset's coordinate as (block part, thread part, k), or no second try
-    parts = split_coordinate(coords[()]) if split and () in coords else None
-    if split and parts is None:
-        return None
+    base, offs, coords, parts = frame
 
     def rewrite_poly(p: Poly) -> Poly:
         groups: dict[tuple, dict[tuple, int]] = {}
@@ -1024,6 +1016,41 @@ def _relativize(
         return None
     if new_value.variant:
         return None
+    return _frame_address(frame), new_value
+
+
+_Frame = tuple[str, dict, dict, "SplitCoord | None"]
+
+
+def _frame(root_addr: Poly, param_syms: set[str], split: bool) -> _Frame | None:
+    """What a relative root is rewritten over, a function of its address alone: (the pointer
+    parameter, the address's terms grouped by their invariant part, the variant groups, and for
+    the split rewrite the byte offset's block / thread parts); None when there is none."""
+    from fixbits.checker.coord_split import split_coordinate
+
+    base = None
+    offs: dict[tuple, dict[tuple, int]] = {}
+    for mono, c in root_addr.terms.items():
+        if len(mono) == 1 and mono[0] in param_syms and c == 1 and base is None:
+            base = mono[0]
+            continue
+        inv, var = _mono_split(mono)
+        offs.setdefault(inv, {})
+        offs[inv][var] = offs[inv].get(var, 0) + c
+    if base is None:
+        return None
+    coords = {inv: Poly(t) for inv, t in offs.items() if Poly(t).is_variant()}
+    if not coords:
+        return None
+    # split: the byte offset's coordinate as (block part, thread part, k), or no second try
+    parts = split_coordinate(coords[()]) if split and () in coords else None
+    if split and parts is None:
+        return None
+    return base, offs, coords, parts
+
+
+def _frame_address(frame: _Frame) -> Poly:
+    base, offs, coords, parts = frame
     addr = Poly.sym(base)
     for ck in coords:
         if parts is not None and ck == ():
@@ -1034,7 +1061,18 @@ def _relativize(
         g = Poly(t)
         if not g.is_variant():
             addr = addr + g * Poly({inv: 1})
-    return addr, new_value
+    return addr
+
+
+def relative_addresses(root_addr: Poly, param_syms: set[str]) -> set[tuple]:
+    """The keys of the addresses ``relativize(root_addr, v, param_syms)`` may return, whatever
+    ``v``: the plain and the split rewrite's (the address never depends on the value)."""
+    out = set()
+    for split in (False, True):
+        frame = _frame(root_addr, param_syms, split)
+        if frame is not None:
+            out.add(_frame_address(frame).key())
+    return out
 
 
 @functools.lru_cache(maxsize=200_000)
