@@ -165,7 +165,7 @@ CONFIGS = {
         BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, USE_TMA=1, PERSISTENT=1,
         TMA_STORE=1,
     ),
-    # fp16: WARP_SPEC runs the plain TMA kernel (single_pass.ws_route takes fp8 only)
+    # WARP_SPEC runs the plain TMA kernel (single_pass.ws_route is opt-in)
     "warp spec": KernelConfig(
         BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3, USE_TMA=1, WARP_SPEC=1
     ),

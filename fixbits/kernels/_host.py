@@ -42,7 +42,7 @@ class KernelConfig:
     # instead of a masked st.global; the same values. Its BLOCK_M x BLOCK_N staging tile reuses
     # the K loop's shared memory, except in the persistent kernel (one more tile there)
     TMA_STORE: int = 0
-    # with USE_TMA, fp8 only (single_pass.ws_route): Triton's warp specialization of the TMA turn
+    # with USE_TMA, opt-in per process (single_pass.ws_route): Triton's warp specialization of the TMA turn
     # loop (tl.range(warp_specialize=)) on sm_90: a producer warpgroup issues the loads and the
     # tile's rows go to consumer warpgroups, which run the same dots on their own rows. Each
     # element keeps its dots in order: the same bytes

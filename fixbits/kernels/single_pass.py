@@ -190,17 +190,20 @@ def tma_route(desc: GEMMDesc, cfg: KernelConfig) -> bool:
     return 0 < tma_k(desc, cfg) <= TMA_BOX_MAX  # (0: a group width groups_for cannot turn)
 
 
-def ws_route(desc: GEMMDesc, cfg: KernelConfig, k: int, b_trans: bool, *, sixteen_bit: bool = False) -> bool:
+def ws_route(desc: GEMMDesc, cfg: KernelConfig, k: int, b_trans: bool, *, probe: bool = False) -> bool:
     """Whether a WARP_SPEC config takes the warp-specialized turn loop (tma_turns, WS) for K = k:
-    fp8 inputs with B K-major (b_trans; fp8 wgmma reads both operands K-major from shared memory
-    and the consumers cannot transpose a tile), the TMA route, one tile per program, and a chain
-    of whole TMA turns from k = 0 (K a multiple of the k-loop step and of the turn). 16-bit
-    inputs never take it: on an H100 with Triton 3.6 every fp16 warp-specialized launch hung
-    (benchmarks/gemm/h100/s23/ws_fp16); ``sixteen_bit`` lets them through for the diagnosis
-    runner (runners/device/ws_probe.py). Otherwise the config runs the other branches."""
-    if not cfg.WARP_SPEC or cfg.PERSISTENT or not tma_route(desc, cfg):
+    only in a process that asks for it (``probe``: the diagnosis runner
+    runners/device/ws_probe.py and the GPU suite's child process), because on an H100 with
+    Triton 3.6 every fp16 warp-specialized launch hung (benchmarks/gemm/h100/s23/ws_fp16, B
+    N-major and K-major) and the fp8 suite test did not finish (h100/s24); a hang cannot be
+    interrupted inside a process that shares the GPU context. There, fp8 needs B K-major
+    (b_trans; fp8 wgmma reads both operands K-major from shared memory and the consumers cannot
+    transpose a tile), and every dtype the TMA route, one tile per program, and a chain of whole
+    TMA turns from k = 0 (K a multiple of the k-loop step and of the turn). Otherwise the config
+    runs the other branches, with the same bytes."""
+    if not probe or not cfg.WARP_SPEC or cfg.PERSISTENT or not tma_route(desc, cfg):
         return False
-    if not (b_trans if desc.in_dtype.startswith("fp8") else sixteen_bit):
+    if desc.in_dtype.startswith("fp8") and not b_trans:
         return False
     return k > 0 and k % desc.k_loop_step == 0 and k % tma_k(desc, cfg) == 0
 

@@ -3,9 +3,9 @@
     PYTHONPATH=<repo> python3 runners/device/ws_probe.py --out DIR [--budget-s S] [--b nmajor|kmajor]
         [--dtype fp16|fp8] [--configs L,L] [--shapes MxNxK,MxNxK] [--out-dtype fp16|fp32]
 
-single_pass.ws_route keeps 16-bit inputs off the warp-specialized branch, because every such
-launch hung on an H100 in session 23 (benchmarks/gemm/h100/s23/ws_fp16). To tell what hangs,
-this probe lets them through in its child processes only (ws_route(sixteen_bit=True)). Each
+single_pass.ws_route keeps every process off the warp-specialized branch unless it asks, because
+every fp16 such launch hung on an H100 in session 23 (benchmarks/gemm/h100/s23/ws_fp16). To tell
+what hangs, this probe lets them through in its child processes only (ws_route(probe=True)). Each
 (config, shape) runs alone, so a hang is reported as such and the rest goes on.
 Each run compares the bytes with the non-warp-specialized twin (int16 views) and times both and
 torch.mm. ``--b kmajor`` hands B as W.t() (K-major), the layout of the fp8 runs that did not hang.
@@ -40,7 +40,7 @@ from fixbits.kernels.per_mma import per_mma_matmul
 import fixbits.kernels.single_pass as sp
 label, m, n, k, dt, lay, odt = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7], sys.argv[8]
 import functools
-sp.ws_route = functools.partial(sp.ws_route, sixteen_bit=True)  # this process only: the diagnosis
+sp.ws_route = functools.partial(sp.ws_route, probe=True)  # this process only: the diagnosis
 tdt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[dt]
 g = torch.Generator(device="cuda").manual_seed(7)
 a = torch.randn((m, k), generator=g, device="cuda").to(tdt)
