@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fixbits.checker.forms import Poly, is_bit_symbol
+from fixbits.checker.forms import Poly, add_terms, is_bit_symbol
 from fixbits.checker.leaf_pred import is_coordinate_pred, relative_pred
 from fixbits.checker.node import Node, int_node
 from fixbits.checker.pads import RN_F32, contractable, is_zero, nonneg
@@ -409,7 +409,11 @@ def _flip_bit(p: Poly, sym: str) -> Poly | None:
     """p with bit ``sym`` replaced by its complement; None if ``sym`` appears in a product."""
     if any(sym in m and m != (sym,) for m in p.terms):
         return None
-    return p.substitute(sym, Poly.const(1) - Poly.sym(sym))
+    # p.substitute(sym, 1 - sym), term for term in its order: c*sym becomes c - c*sym
+    t: dict[tuple[str, ...], int] = {}
+    for m, c in p.terms.items():
+        add_terms(t, (((), c), ((sym,), -c)) if m == (sym,) else ((m, c),))
+    return Poly._of(t)
 
 
 def _writer_excluded(pred: Node, mapping: dict[str, Poly]) -> bool:

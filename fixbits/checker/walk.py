@@ -966,6 +966,10 @@ def _relativize(
         return None
     base, offs, coords, parts = frame
 
+    # a group's rewritten terms, per (invariant part, its terms in order): a function of the
+    # coordinates alone, and the leaves of one tree repeat the same few groups
+    done: dict[tuple, tuple] = {}
+
     def rewrite_poly(p: Poly) -> Poly:
         groups: dict[tuple, dict[tuple, int]] = {}
         for mono, c in p.terms.items():
@@ -980,31 +984,38 @@ def _relativize(
                 # no variant symbol in the group: itself (what the product below gives it)
                 add_terms(acc, ((_sorted_mono(inv), t[()]),))
                 continue
-            g = Poly(t)
-            rep = None
-            if parts is not None and inv == () and g.is_variant():
-                rep = split_group(g, parts)
-            elif g.is_variant():
-                for ck, cp in coords.items():
-                    if parts is not None and ck == ():
-                        continue  # its two parts stand for it (split_group)
-                    r = _ratio(g, cp)
-                    if r is not None:
-                        num, den = r
-                        rep = Poly({(f"OUT[{'*'.join(ck)}]/{den}",): num})
-                        break
-                    # g = num/den * E + c exactly (a neighbour of the output's own element, or a
-                    # bound check written as i + 1 <= N)
-                    g0, c0 = g.const_value(), cp.const_value()
-                    r = _ratio(g - Poly.const(g0), cp - Poly.const(c0))
-                    if r is not None and (r[0] * c0) % r[1] == 0:
-                        num, den = r
-                        rep = Poly({(f"OUT[{'*'.join(ck)}]/{den}",): num}) + Poly.const(g0 - num * c0 // den)
-                        break
-            if rep is None:
-                rep = g
-            add_terms(acc, (rep if not inv else rep * Poly._of({inv: 1})).terms.items())
+            gkey = (inv, tuple(t.items()))
+            items = done.get(gkey)
+            if items is None:
+                items = done[gkey] = _rewrite_group(inv, t)
+            add_terms(acc, items)
         return Poly._of(acc)
+
+    def _rewrite_group(inv: tuple, t: dict[tuple, int]) -> tuple:
+        g = Poly(t)
+        rep = None
+        if parts is not None and inv == () and g.is_variant():
+            rep = split_group(g, parts)
+        elif g.is_variant():
+            for ck, cp in coords.items():
+                if parts is not None and ck == ():
+                    continue  # its two parts stand for it (split_group)
+                r = _ratio(g, cp)
+                if r is not None:
+                    num, den = r
+                    rep = Poly({(f"OUT[{'*'.join(ck)}]/{den}",): num})
+                    break
+                # g = num/den * E + c exactly (a neighbour of the output's own element, or a
+                # bound check written as i + 1 <= N)
+                g0, c0 = g.const_value(), cp.const_value()
+                r = _ratio(g - Poly.const(g0), cp - Poly.const(c0))
+                if r is not None and (r[0] * c0) % r[1] == 0:
+                    num, den = r
+                    rep = Poly({(f"OUT[{'*'.join(ck)}]/{den}",): num}) + Poly.const(g0 - num * c0 // den)
+                    break
+        if rep is None:
+            rep = g
+        return tuple((rep if not inv else rep * Poly._of({inv: 1})).terms.items())
 
     # the rewrite depends only on the coordinates: roots that share them share its memo
     ckey = tuple(sorted((inv, cp.key()) for inv, cp in coords.items())) + (("split",) if parts else ())
