@@ -652,10 +652,10 @@ def _tx_mask(n: Node) -> int:
     return got
 
 
-def concretize(n: Node, env: dict[str, int], memo: dict[bytes, Node] | None = None) -> Node:
+def concretize(n: Node, env: dict[str, int]) -> Node:
     """``n`` at one writer thread: its thread bits fixed to ``env`` (a renamable tree; env holds
-    tx0 .. tx<nb-1>, as forwarding's thread environments do). ``memo`` is not needed any more:
-    results are shared through a table keyed on the bits each subtree reads."""
+    tx0 .. tx<nb-1>, as forwarding's thread environments do). Results are shared by every call
+    through one table keyed on the bits each subtree reads (_CONC)."""
     nb = len(env)
     assert all(f"tx{i}" in env for i in range(nb)), sorted(env)
     t = 0

@@ -1503,8 +1503,8 @@ class PTXWalk(Walk):
             v = gen[j].value
             if not fwd.renamable(v, self._fwd_memo_shfl, True):
                 return None
-            want = fwd.concretize(v, envs[t], {}).digest
-            if any(fwd.concretize(v, envs[u], {}).digest != want for u in others):
+            want = fwd.concretize(v, envs[t]).digest
+            if any(fwd.concretize(v, envs[u]).digest != want for u in others):
                 return None
         return gen, bmap
 
@@ -1633,7 +1633,7 @@ class PTXWalk(Walk):
                     return None
                 c = conc.get((h[0], h[1]))
                 if c is None:
-                    c = conc[(h[0], h[1])] = fwd.concretize(v, envs_by_t[h[1]], {})
+                    c = conc[(h[0], h[1])] = fwd.concretize(v, envs_by_t[h[1]])
                 pieces.append(c)
             pk = (w, *[p.digest for p in pieces])
             packed = packs.get(pk)
