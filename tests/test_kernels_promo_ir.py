@@ -128,7 +128,7 @@ def test_fp8_warp_specialized_kernel_keeps_the_promotion(monkeypatch: pytest.Mon
     import fixbits.kernels.single_pass as sp
 
     monkeypatch.setattr(sp, "tma_descriptors", functools.partial(sp.tma_descriptors, require_cuda=False))
-    monkeypatch.setattr(sp, "ws_route", functools.partial(sp.ws_route, probe=True))  # (opt-in: ws_route)
+    monkeypatch.setenv(sp.WARP_SPEC_ENV, "1")  # (opt-in per process: ws_route)
     desc = CASES["fp8 P4"].replace(out_dtype="fp32", k_loop_step=64, residue="last")
     a = torch.zeros((256, k), dtype=torch.float8_e4m3fn)
     b = torch.zeros((256, k), dtype=torch.float8_e4m3fn).t()
@@ -144,27 +144,31 @@ def test_fp8_warp_specialized_kernel_keeps_the_promotion(monkeypatch: pytest.Mon
     assert into_acc and all(int(m.group(4)) == group for m in into_acc)
 
 
-def test_ws_route_is_opt_in_and_needs_whole_turns_and_k_major_fp8_b() -> None:
-    """The route's conditions one by one: off unless the process asks for it (its launches hung
-    on an H100), then off without WARP_SPEC or TMA, off for a persistent grid, off when K leaves
-    a k-loop residue or a partial turn, and off for fp8 with an N-major B."""
+def test_ws_route_is_opt_in_and_needs_whole_turns_and_k_major_fp8_b(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The route's conditions one by one: off unless the process opts in (its launches hung on
+    an H100; a malformed switch is an error naming it), then off without WARP_SPEC or TMA, off
+    for a persistent grid, off when K leaves a k-loop residue or a partial turn, and off for fp8
+    with an N-major B."""
     import dataclasses
-    import functools
 
     import fixbits.kernels.single_pass as sp
 
     fp8 = CASES["fp8 P4"].replace(out_dtype="fp32", k_loop_step=64, residue="last")
     fp16 = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16")
     cfg = KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, num_warps=4, num_stages=3, USE_TMA=1, WARP_SPEC=1)
+    monkeypatch.delenv(sp.WARP_SPEC_ENV, raising=False)
     assert not sp.ws_route(fp8, cfg, 4096, b_trans=True)  # not asked for: the plain branches
     assert not sp.ws_route(fp16, cfg, 4096, b_trans=False)
-    route = functools.partial(sp.ws_route, probe=True)
-    assert route(fp8, cfg, 4096, b_trans=True)
-    assert not route(fp8, dataclasses.replace(cfg, WARP_SPEC=0), 4096, b_trans=True)
-    assert not route(fp8, dataclasses.replace(cfg, USE_TMA=0), 4096, b_trans=True)
-    assert not route(fp8, dataclasses.replace(cfg, PERSISTENT=1), 4096, b_trans=True)
-    assert not route(fp8.replace(k_loop_step=128), cfg, 4096 + 64, b_trans=True)  # residue under STEP
-    assert route(fp16, cfg, 4096, b_trans=False)
-    assert not route(fp16, cfg, 4096 + 32, b_trans=False)
-    assert not route(fp8, cfg, 4096, b_trans=False)
-    assert not route(fp8, cfg, 4096 + 64, b_trans=True)  # half a promotion group left
+    monkeypatch.setenv(sp.WARP_SPEC_ENV, "yes")
+    with pytest.raises(ValueError, match="FIXBITS_WARP_SPEC='yes'"):
+        sp.ws_route(fp8, cfg, 4096, b_trans=True)
+    monkeypatch.setenv(sp.WARP_SPEC_ENV, "1")
+    assert sp.ws_route(fp8, cfg, 4096, b_trans=True)
+    assert not sp.ws_route(fp8, dataclasses.replace(cfg, WARP_SPEC=0), 4096, b_trans=True)
+    assert not sp.ws_route(fp8, dataclasses.replace(cfg, USE_TMA=0), 4096, b_trans=True)
+    assert not sp.ws_route(fp8, dataclasses.replace(cfg, PERSISTENT=1), 4096, b_trans=True)
+    assert not sp.ws_route(fp8.replace(k_loop_step=128), cfg, 4096 + 64, b_trans=True)  # residue under STEP
+    assert sp.ws_route(fp16, cfg, 4096, b_trans=False)
+    assert not sp.ws_route(fp16, cfg, 4096 + 32, b_trans=False)
+    assert not sp.ws_route(fp8, cfg, 4096, b_trans=False)
+    assert not sp.ws_route(fp8, cfg, 4096 + 64, b_trans=True)  # half a promotion group left

@@ -127,14 +127,7 @@ class Node:
             pre = _encode(kind, attrs)  # (int nodes are interned)
             if not variant:
                 variant = poly.is_variant()
-        if nk == 2:
-            # (the general branch below for two children, without its list and loop)
-            a, b = kids
-            self.digest = _blake2b(pre + a.digest + b.digest, digest_size=16).digest()
-            variant = variant or a.variant or b.variant
-            exchange = exchange or a.exchange or b.exchange
-            combines = combines or a.combines or b.combines
-        elif nk:
+        if nk:
             # one digest call over the concatenation: the same bytes as feeding them one by one
             self.digest = _blake2b(pre + b"".join([k.digest for k in kids]), digest_size=16).digest()
             for k in kids:

@@ -8,6 +8,7 @@ with PROMO > 0). BLOCK_M/N/K, GROUP_M, warps and stages are speed knobs.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import TYPE_CHECKING, Any
 
 import triton
@@ -190,20 +191,26 @@ def tma_route(desc: GEMMDesc, cfg: KernelConfig) -> bool:
     return 0 < tma_k(desc, cfg) <= TMA_BOX_MAX  # (0: a group width groups_for cannot turn)
 
 
-def ws_route(desc: GEMMDesc, cfg: KernelConfig, k: int, b_trans: bool, *, probe: bool = False) -> bool:
+WARP_SPEC_ENV = "FIXBITS_WARP_SPEC"
+
+
+def ws_route(desc: GEMMDesc, cfg: KernelConfig, k: int, b_trans: bool) -> bool:
     """Whether a WARP_SPEC config takes the warp-specialized turn loop (tma_turns, WS) for K = k:
-    only in a process that asks for it (``probe``: the diagnosis runner
-    runners/device/ws_probe.py and the GPU suite's child process), because on an H100 with
-    Triton 3.6 every fp16 warp-specialized launch hung (benchmarks/gemm/h100/s23/ws_fp16, B
-    N-major and K-major) and the fp8 suite test did not finish (h100/s24); a hang cannot be
-    interrupted inside a process that shares the GPU context. There, fp8 needs B K-major
-    (b_trans; fp8 wgmma reads both operands K-major from shared memory and the consumers cannot
-    transpose a tile), and every dtype the TMA route, one tile per program, and a chain of whole
-    TMA turns from k = 0 (K a multiple of the k-loop step and of the turn). Otherwise the config
-    runs the other branches, with the same bytes."""
-    if not probe or not cfg.WARP_SPEC or cfg.PERSISTENT or not tma_route(desc, cfg):
+    only in a process started with FIXBITS_WARP_SPEC=1 (the diagnosis runner
+    runners/device/ws_probe.py and the GPU suite's child process; read at each call), because
+    on an H100 with Triton 3.6 every fp16 warp-specialized launch hung
+    (benchmarks/gemm/h100/s23/ws_fp16, B N-major and K-major) and the fp8 suite test did not
+    finish (h100/s24); a hang cannot be interrupted inside a process that shares the GPU
+    context. There, fp8 needs B K-major (b_trans; fp8 wgmma reads both operands K-major from
+    shared memory and the consumers cannot transpose a tile), and every dtype the TMA route, one
+    tile per program, and a chain of whole TMA turns from k = 0 (K a multiple of the k-loop step
+    and of the turn). Otherwise the config runs the other branches, with the same bytes."""
+    if not cfg.WARP_SPEC or cfg.PERSISTENT or not tma_route(desc, cfg):
         return False
-    if desc.in_dtype.startswith("fp8") and not b_trans:
+    flag = os.environ.get(WARP_SPEC_ENV, "0")
+    if flag not in ("0", "1"):
+        raise ValueError(f"{WARP_SPEC_ENV}={flag!r}: expected 0 (off, the default) or 1")
+    if flag != "1" or (desc.in_dtype.startswith("fp8") and not b_trans):
         return False
     return k > 0 and k % desc.k_loop_step == 0 and k % tma_k(desc, cfg) == 0
 

@@ -5,7 +5,7 @@
 
 single_pass.ws_route keeps every process off the warp-specialized branch unless it asks, because
 every fp16 such launch hung on an H100 in session 23 (benchmarks/gemm/h100/s23/ws_fp16). To tell
-what hangs, this probe lets them through in its child processes only (ws_route(probe=True)). Each
+what hangs, this probe lets them through in its child processes only (FIXBITS_WARP_SPEC=1). Each
 (config, shape) runs alone, so a hang is reported as such and the rest goes on.
 Each run compares the bytes with the non-warp-specialized twin (int16 views) and times both and
 torch.mm. ``--b kmajor`` hands B as W.t() (K-major), the layout of the fp8 runs that did not hang.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -37,10 +38,7 @@ from fixbits.desc import GEMMDesc
 from fixbits.kernels._host import KernelConfig
 from fixbits.kernels.single_pass import tile_matmul as fast_matmul
 from fixbits.kernels.per_mma import per_mma_matmul
-import fixbits.kernels.single_pass as sp
 label, m, n, k, dt, lay, odt = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7], sys.argv[8]
-import functools
-sp.ws_route = functools.partial(sp.ws_route, probe=True)  # this process only: the diagnosis
 tdt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[dt]
 g = torch.Generator(device="cuda").manual_seed(7)
 a = torch.randn((m, k), generator=g, device="cuda").to(tdt)
@@ -50,7 +48,7 @@ if dt == "fp8":  # the GPU suite's per_mma_fp8 descriptor
                     k_loop_step=128, use_fast_accum=False, promotion_interval=4)
     tile_matmul = per_mma_matmul
 else:
-    desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype=dt, out_dtype=odt or dt)
+    desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype=dt, out_dtype=odt)
     tile_matmul = fast_matmul
 cfg = KernelConfig.from_label(label)
 twin = KernelConfig.from_label(label.replace("_ws", "").replace("_w4_", "_w8_"))
@@ -75,6 +73,8 @@ def main() -> int:
     ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated config labels")
     ap.add_argument("--shapes", default=",".join(f"{m}x{n}x{k}" for m, n, k in SHAPES), help="MxNxK,...")
     args = ap.parse_args()
+    sys.path.insert(0, str(REPO))
+    from fixbits.kernels.single_pass import WARP_SPEC_ENV
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -94,7 +94,8 @@ def main() -> int:
             try:
                 p = subprocess.run([sys.executable, "-c", CHILD, str(REPO), label, str(m), str(n), str(k), args.dtype, args.b,
                                     args.out_dtype],
-                                   capture_output=True, text=True, timeout=40)  # fmt: skip
+                                   capture_output=True, text=True, timeout=40,
+                                   env={**os.environ, WARP_SPEC_ENV: "1"})  # fmt: skip
                 line = [x for x in p.stdout.splitlines() if x.startswith("RESULT")]
                 if line:
                     d, ms, ms2, ms3 = line[0].split()[1:]

@@ -260,7 +260,7 @@ def test_planted_defects_are_caught(kind: str) -> None:
 # the warp-specialized launch runs in a child process: on an H100 such launches hung (ws_route), and
 # a hang inside this process would stall the run; killing the child frees the GPU
 _WS_CHILD = """
-import dataclasses, functools, sys
+import dataclasses, sys
 import numpy as np
 import fixbits.kernels.single_pass as sp
 from fixbits.emulate import emulate
@@ -276,8 +276,7 @@ an, wn = draw((m, k), desc.in_dtype, kind, s), draw((n, k), desc.in_dtype, kind,
 a, b = to_torch(an, desc.in_dtype, "cuda"), to_torch(wn, desc.in_dtype, "cuda").t()  # B K-major
 ws = KernelConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=4, num_stages=3, USE_TMA=1,
                   WARP_SPEC=1)
-want = matmul(a, b, desc=desc, config=dataclasses.replace(ws, WARP_SPEC=0, num_warps=8))
-sp.ws_route = functools.partial(sp.ws_route, probe=True)  # this process only
+want = matmul(a, b, desc=desc, config=dataclasses.replace(ws, WARP_SPEC=0, num_warps=8))  # (the plain body)
 assert sp.ws_route(desc, ws, k, b_trans=True), "the shape does not reach the warp-specialized kernel"
 got = matmul(a, b, desc=desc, config=ws)
 assert int((want != 0).sum()) > 0, "all-zero output proves nothing"
@@ -294,16 +293,21 @@ def test_fp8_warp_specialized_kernel_matches_the_plain_one(kind: str) -> None:
     """The warp-specialized fp8 kernel (WARP_SPEC, opt-in: single_pass.ws_route) runs only for a
     K of whole turns with B K-major, which the equivalence test's K of 4,136 never gives: here
     both hold, and its bytes must equal the plain TMA kernel's and the emulator's on sampled
-    outputs. In a child process under a time limit: a hang fails this test and the run goes on."""
+    outputs. In a child process that opts in (FIXBITS_WARP_SPEC=1) under a time limit: a hang
+    fails this test and the run goes on."""
+    import os
     import subprocess
     import sys
     from pathlib import Path
+
+    from fixbits.kernels.single_pass import WARP_SPEC_ENV
 
     s = _seed("ws_fp8", kind)
     root = Path(__file__).resolve().parents[2]
     try:
         p = subprocess.run([sys.executable, "-c", _WS_CHILD, kind, str(s), FAMILY_DESCS["per_mma_fp8"].to_json()],
-                           cwd=root, capture_output=True, text=True, timeout=240)  # fmt: skip
+                           cwd=root, capture_output=True, text=True, timeout=240,
+                           env={**os.environ, WARP_SPEC_ENV: "1"})  # fmt: skip
     except subprocess.TimeoutExpired:
         pytest.fail(f"the warp-specialized fp8 launch did not finish in 240 s: a hang (seed={s})")
     assert p.returncode == 0 and "WS-OK" in p.stdout, f"seed={s}: {(p.stderr or p.stdout)[-2000:]}"
