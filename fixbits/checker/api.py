@@ -6,6 +6,7 @@ import functools
 import gc
 import hashlib
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -137,7 +138,7 @@ def _build_of(
 ) -> KernelSignature:
     return build(
         isa, name, w.roots, w.effects, ntid, params, not w.nondeterministic, shared_reads=not w.smem_war,
-        pads=bool(getattr(w, "spec", None)),
+        pads=bool(getattr(w, "spec", None)), masked_false=getattr(w, "masked_false", None),
     )  # fmt: skip
 
 
@@ -216,12 +217,20 @@ def signature(
     # the time, so it is paused for the walk (and left as it was found)
     was_enabled = gc.isenabled()
     gc.disable()
+    # the trees are walked recursively, and a thread's chain over a wide tile (256 elements of
+    # an 8192-wide row in one warp) is that deep: below this the walk would fall back to text
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
     try:
         return ptx_signature(text, launch) if isa == "ptx" else gcn_signature(text)
     finally:
+        sys.setrecursionlimit(limit)
         if was_enabled:
             gc.enable()
         reset_interning()
+
+
+_RECURSION_LIMIT = 10_000
 
 
 def signature_of_file(path: str | Path) -> KernelSignature:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from fixbits.checker.forms import Poly, add_terms, is_bit_symbol
 from fixbits.checker.leaf_pred import is_coordinate_pred, relative_pred
+from fixbits.checker.maxsets import SET_KINDS, SetProver
 from fixbits.checker.node import Node, int_node
 from fixbits.checker.pads import RN_F32, contractable, is_zero, nonneg
 
@@ -52,12 +53,15 @@ ZERO = Span(int_node(Poly.const(0)), -1, Poly.const(0), None)  # +0.0 padding of
 
 
 class Collapser:
-    def __init__(self, pads: bool = False) -> None:
+    def __init__(
+        self, pads: bool = False, masked_false: dict[bytes, int] | None = None, nbits: int | None = None
+    ) -> None:
         self.pads = pads  # a launch-specialised walk: +0 pads are zero spans
         self.nonneg_memo: dict[bytes, bool] = {}
         self.memo: dict[bytes, Span | None] = {}
         self.out_memo: dict[bytes, Node] = {}
         self.free_memo: dict[bytes, bool] = {}
+        self.sets = SetProver(self, masked_false if pads else None, nbits)
 
     # ---- proofs -----------------------------------------------------------------------------
     def span(self, n: Node) -> Span | None:
@@ -155,7 +159,7 @@ class Collapser:
         return Span(s.template, s.height, start, s.combine, s.canon, live)
 
     def _combine(self, n: Node) -> Span | None:
-        x, y = (self.span(k) for k in n.kids)
+        x, y = self.span(n.kids[0]), self.span(n.kids[1])
         if x is None or y is None:
             return None
         comb = (n.kind, n.attrs)
@@ -199,52 +203,15 @@ class Collapser:
         """A shared-memory read of balanced partials: each reader address must hit exactly one
         store of the latest generation; the writer's thread bits are renamed as the reader's,
         and the reader bits that choose between stores must move the start affinely."""
-        addr, hist = n.kids
-        la = addr.poly
-        sts = [e for e in hist.kids if e.kind == "st" and e.attrs[0] == "st"]
-        if la is None or not sts:
+        slots = xwarp_slots(n)
+        if slots is None:
             return None
-        epoch = max(e.attrs[2] for e in sts)
-        gen = [e for e in sts if e.attrs[2] == epoch]
-        if any(e.attrs[1] != n.attrs[0] or e.kids[0].poly is None for e in gen):
-            return None
-        sb0, srest0 = gen[0].kids[0].poly.split_bits()  # type: ignore[union-attr]
-        lb, lrest = la.split_bits()
-        if sb0 is None or lb is None:
-            return None
-        offsets = []
-        for e in gen:
-            sb, srest = e.kids[0].poly.split_bits()  # type: ignore[union-attr]
-            d = srest - srest0
-            if sb != sb0 or not d.is_const():
-                return None
-            offsets.append(d.const_value())
-        d0 = lrest - srest0
-        if not d0.is_const():
-            return None
-        free = sorted(pos for pos in lb if pos not in sb0)  # reader bits that pick the store
-        if len(free) > 6:
-            return None
-        s_only = 0  # weights of writer bits the reader's address fixes to constants
-        for pos in sb0:
-            if pos not in lb:
-                s_only |= 1 << pos
+        lb, free, picks = slots
         starts: dict[int, Poly] = {}
         first: Span | None = None
         zeros: list[int] = []
-        for mask in range(1 << len(free)):
-            off = d0.const_value() + sum(1 << free[i] for i in range(len(free)) if mask >> i & 1)
-            hits = [(j, off - o) for j, o in enumerate(offsets) if off - o >= 0 and (off - o) & ~s_only == 0]
-            if len(hits) != 1:
-                return None
-            j, rem = hits[0]
-            mapping = {
-                sym: (Poly.sym(lb[pos]) if pos in lb else Poly.const(rem >> pos & 1))
-                for pos, sym in sb0.items()
-            }
-            if _writer_excluded(gen[j].kids[2], mapping):
-                return None  # the only thread that could have written this slot did not store
-            sp = self.span(gen[j].kids[1])
+        for mask, value, mapping in picks:
+            sp = self.span(value)
             if sp is None:
                 return None
             if sp.live is not None:
@@ -263,7 +230,9 @@ class Collapser:
                     else:
                         return None
                 else:
-                    sp = Span(sp.template, sp.height, sp.start, sp.combine, sp.canon, tuple(sorted(conds)) or None)
+                    sp = Span(
+                        sp.template, sp.height, sp.start, sp.combine, sp.canon, tuple(sorted(conds)) or None
+                    )
             if sp.zero:
                 zeros.append(mask)  # (a slot written with +0 by every thread that may have written it)
                 continue
@@ -277,14 +246,9 @@ class Collapser:
                 first.live,
             ):
                 return None
-            st = sp.start
-            bits = sorted(x for x in st.symbols() if is_bit_symbol(x))
-            if any(x not in mapping for x in bits):
+            st = rename_bits(sp.start, mapping)
+            if st is None:
                 return None  # the writer's value depends on a thread bit the address does not fix
-            for x in bits:
-                st = st.substitute(x, Poly.sym("w:" + x))
-            for x in bits:
-                st = st.substitute("w:" + x, mapping[x])
             starts[mask] = st
         if first is None:
             return ZERO
@@ -342,8 +306,11 @@ class Collapser:
         got = self.out_memo.get(n.digest)
         if got is not None:
             return got
-        s = self.span(n) if (n.kind in COMBINES or n.kind in ("shfl", "xwarp")) else None
-        if s is not None and s.height >= 1 and s.combine is not None and s.live is None:
+        es = self.sets.of(n) if (n.kind in SET_KINDS or n.kind in ("shfl", "xwarp")) else None
+        s = self.span(n) if es is None and (n.kind in COMBINES or n.kind in ("shfl", "xwarp")) else None
+        if es is not None and es.comb is not None and len(es.elems) >= 2:
+            out = self.sets.node(es)  # (an order-free max or min: its set, not its shape)
+        elif s is not None and s.height >= 1 and s.combine is not None and s.live is None:
             out = Node("balanced", (s.combine, s.height), (s.template, int_node(s.start)))
             if s.canon and not nonneg(out, self.nonneg_memo):
                 out = Node("canon", (), (out,))
@@ -356,6 +323,70 @@ class Collapser:
             out = n
         self.out_memo[n.digest] = out
         return out
+
+
+def xwarp_slots(n: Node) -> tuple[dict[int, str], list[int], list[tuple[int, Node, dict[str, Poly]]]] | None:
+    """Which store of the latest generation each reader of a shared read ``n`` meets: (the
+    reader address's bits, the reader bits that pick the store, and per assignment of those bits
+    the stored tree with the writer's bits as the reader sees them); None when some reader
+    address hits no store or several, or the only writer it could meet did not store."""
+    addr, hist = n.kids
+    la = addr.poly
+    sts = [e for e in hist.kids if e.kind == "st" and e.attrs[0] == "st"]
+    if la is None or not sts:
+        return None
+    epoch = max(e.attrs[2] for e in sts)
+    gen = [e for e in sts if e.attrs[2] == epoch]
+    if any(e.attrs[1] != n.attrs[0] or e.kids[0].poly is None for e in gen):
+        return None
+    sb0, srest0 = gen[0].kids[0].poly.split_bits()  # type: ignore[union-attr]
+    lb, lrest = la.split_bits()
+    if sb0 is None or lb is None:
+        return None
+    offsets = []
+    for e in gen:
+        sb, srest = e.kids[0].poly.split_bits()  # type: ignore[union-attr]
+        d = srest - srest0
+        if sb != sb0 or not d.is_const():
+            return None
+        offsets.append(d.const_value())
+    d0 = lrest - srest0
+    if not d0.is_const():
+        return None
+    free = sorted(pos for pos in lb if pos not in sb0)  # reader bits that pick the store
+    if len(free) > 6:
+        return None
+    s_only = 0  # weights of writer bits the reader's address fixes to constants
+    for pos in sb0:
+        if pos not in lb:
+            s_only |= 1 << pos
+    picks = []
+    for mask in range(1 << len(free)):
+        off = d0.const_value() + sum(1 << free[i] for i in range(len(free)) if mask >> i & 1)
+        hits = [(j, off - o) for j, o in enumerate(offsets) if off - o >= 0 and (off - o) & ~s_only == 0]
+        if len(hits) != 1:
+            return None
+        j, rem = hits[0]
+        mapping = {
+            sym: (Poly.sym(lb[pos]) if pos in lb else Poly.const(rem >> pos & 1)) for pos, sym in sb0.items()
+        }
+        if _writer_excluded(gen[j].kids[2], mapping):
+            return None  # the only thread that could have written this slot did not store
+        picks.append((mask, gen[j].kids[1], mapping))
+    return lb, free, picks
+
+
+def rename_bits(p: Poly, mapping: dict[str, Poly]) -> Poly | None:
+    """A writer's polynomial as the reader sees it (all its bits renamed at once); None when it
+    holds a thread bit the mapping does not fix."""
+    bits = sorted(x for x in p.symbols() if is_bit_symbol(x))
+    if any(x not in mapping for x in bits):
+        return None
+    for x in bits:
+        p = p.substitute(x, Poly.sym("w:" + x))
+    for x in bits:
+        p = p.substitute("w:" + x, mapping[x])
+    return p
 
 
 def _const(n: Node) -> int | None:

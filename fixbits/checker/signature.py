@@ -62,19 +62,21 @@ def build(
     deterministic: bool,
     shared_reads: bool = False,
     pads: bool = False,
+    masked_false: dict[bytes, int] | None = None,
 ) -> KernelSignature:
     """``shared_reads``: the walk found no shared read a later store of its barrier interval may
     race with, and none inside a loop (Walk.smem_war): per-thread roots may then take shared
     reads apart (thread_roots.read_at). ``pads``: a launch-specialised walk, whose +0 padding
-    the balanced collapse reads as zero spans (balanced.py)."""
+    the balanced collapse reads as zero spans (balanced.py); ``masked_false``: its threads
+    where a masked load keeps the register's padding (maxsets.py)."""
     from fixbits.checker.balanced import Collapser
     from fixbits.checker.thread_roots import ThreadEval, thread_bits
 
     by_param: dict[str, list[tuple[bytes, Root]]] = {}
     physical = False
-    col = Collapser(pads)
-    rel_memos: dict[tuple, dict[bytes, Node]] = {}
     nbits = thread_bits(ntid)
+    col = Collapser(pads, masked_false, nbits)
+    rel_memos: dict[tuple, dict[bytes, Node]] = {}
     tev = ThreadEval(nbits, shared_reads, pads) if nbits is not None else None
     for r in roots:
         addr = r.address

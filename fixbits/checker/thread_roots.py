@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 from fixbits.checker.forms import Poly, is_bit_symbol, split_thread_form
 from fixbits.checker.launch import U_EQ_BOUND, decide_cmp, join_truths
+from fixbits.checker.maxsets import map_indices
 from fixbits.checker.node import Node, int_node
 from fixbits.checker.pads import RN_F32, is_bit_move, mk_fadd
 
@@ -140,6 +141,8 @@ class ThreadEval:
         if k == "balanced":
             s = self.at(n.kids[1], t)
             return None if s is None else Node(k, n.attrs, (n.kids[0], s))
+        if k == "selset":
+            return map_indices(n, lambda q: self.poly_at(q, t))
         if k == "cmp":
             kids = [self.at(x, t) for x in n.kids]
             if any(x is None for x in kids):
@@ -523,6 +526,8 @@ class _Store(NamedTuple):
     lo: int  # the lowest byte some writer writes
     hi: int  # the highest
     touched: frozenset[int]  # the bytes some writer writes, less the constant
+
+
 # (the address key besides thread bits and constant, the stores)
 _HistIndex = tuple[tuple, list[_Store]]
 

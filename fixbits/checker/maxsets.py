@@ -1,0 +1,403 @@
+"""Order-free max / min reductions as the set of elements they select from.
+
+PTX defines ``max`` and ``min`` on floats as a total order with NaN as a missing value
+(``.NaN``: NaN absorbs) and +0.0 above -0.0 (PTX ISA 9.1, "Floating Point Instructions: max").
+Either way the instruction is commutative, associative and idempotent, so any tree of one such
+instruction over a set of elements returns the same bits, whatever its shape and however often
+an element enters it. A row max of a softmax is such a tree, and its shape moves with the layout
+(per-thread chains, butterflies, a cross-warp exchange). So instead of its shape the signature
+keeps its combine and the set of elements it reads: two layouts that read the same set meet.
+``.abs`` with ``.xorsign`` is not idempotent (an element met twice loses its sign), ``.relu``
+clamps, and the packed x2 forms are split into halves by the walk: those stay trees.
+
+A set is a function of the thread: each element is (template, index polynomial), and a
+butterfly renames the partner's lane bits. ``{p, p with bit b flipped}`` equals
+``{p at b = 0, p at b = 1}`` at every thread, which is how the sets of a butterfly lose their
+lane bits; a cross-warp read renames the writer's bits as ``balanced.xwarp_slots`` proves for
+balanced spans. Only equal sets meet, so a set this module cannot prove stays a tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fixbits.checker.forms import Poly, is_bit_symbol
+from fixbits.checker.node import Node, int_node
+
+if TYPE_CHECKING:
+    from fixbits.checker.balanced import Collapser
+
+SET_KINDS = frozenset({"max", "min"})
+_NOT_A_SET = frozenset({"abs", "xorsign", "relu"})
+Elem = tuple[bytes, Poly]  # (template digest, index)
+
+
+@dataclass(frozen=True)
+class ElemSet:
+    """What a value reads: its combine ((kind, attrs); None for one element) and elements."""
+
+    comb: tuple | None
+    elems: frozenset[Elem]
+    # launch-specialised walks: per padding value (its node's digest), the threads whose set
+    # holds it because a masked load of theirs reads it (a bitmask over the block's threads)
+    pads: tuple[tuple[bytes, int], ...] = ()
+
+
+def is_set_combine(kind: str, attrs: tuple) -> bool:
+    if kind not in SET_KINDS or len(attrs) != 1 or not isinstance(attrs[0], str):
+        return False
+    return not (_NOT_A_SET & set(attrs[0].split(".")))
+
+
+class SetProver:
+    """The element sets of the max / min trees of one signature (memoised by digest)."""
+
+    def __init__(
+        self, col: Collapser, masked_false: dict[bytes, int] | None = None, nbits: int | None = None
+    ) -> None:
+        self.col = col
+        self.memo: dict[bytes, ElemSet | None] = {}
+        self.templates: dict[bytes, Node] = {}
+        # launch facts (ptx walk's masked_false): where a masked load keeps its padding
+        self.masked_false = masked_false if nbits is not None else None
+        self.nbits = nbits
+
+    def of(self, n: Node) -> ElemSet | None:
+        got = self.memo.get(n.digest, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        res = self._of(n)
+        self.memo[n.digest] = res
+        return res
+
+    def _of(self, n: Node) -> ElemSet | None:
+        if n.kind in SET_KINDS and len(n.kids) >= 2:
+            comb = (n.kind, n.attrs)
+            if not is_set_combine(n.kind, n.attrs):
+                return None
+            parts = []
+            pads: dict[bytes, int] = {}
+            for k in n.kids:
+                s = self.of(k)
+                if s is None or s.comb not in (None, comb):
+                    return None
+                parts.append(s.elems)
+                for d, m in s.pads:
+                    pads[d] = pads.get(d, 0) | m
+            # each part is expanded already: a new pair has an element outside the largest part
+            parts.sort(key=len)
+            acc = set(parts[-1])
+            for x in parts[:-1]:
+                acc |= x
+            return ElemSet(comb, expand(acc, [e for x in parts[:-1] for e in x]), _pads(pads))
+        if n.kind == "shfl":
+            return self._shfl(n)
+        if n.kind == "xwarp":
+            got = self._xwarp(n)
+            if got is not None:
+                return got
+        sp = self.col.span(n)
+        if (sp is None or sp.zero) and n.kind not in ("shfl", "xwarp"):
+            # a value no thread coordinate enters (a register the launch leaves at its -inf
+            # padding): one element, the same at every thread
+            c = self.col.collapse(n)
+            if self.col.thread_free(c):
+                self.templates[c.digest] = c
+                return ElemSet(None, frozenset({(c.digest, Poly.const(0))}))
+            return None
+        if sp is None or sp.zero or sp.canon or sp.live is not None:
+            return None
+        t = sp.template
+        self.templates[t.digest] = t
+        if sp.height == 0:
+            return ElemSet(None, frozenset({(t.digest, sp.start)}), self._pad_of(n))
+        if sp.combine is None or not is_set_combine(*sp.combine):
+            return None
+        return ElemSet(
+            sp.combine, expand({(t.digest, sp.start + Poly.const(i)) for i in range(1 << sp.height)})
+        )
+
+    def _shfl(self, n: Node) -> ElemSet | None:
+        from fixbits.checker.balanced import _const, _flip_bit
+
+        if n.attrs != ("bfly",) or len(n.kids) != 4:
+            return None
+        x, b, c, mask = n.kids
+        off = _const(b)
+        if off is None or not (0 < off < 32 and _const(c) == 31 and _const(mask) in (-1, 0xFFFFFFFF)):
+            return None
+        s = self.of(x)
+        if s is None:
+            return None
+        out = set()
+        for t, p in s.elems:
+            for k in range(5):
+                if off >> k & 1:
+                    q = _flip_bit(p, f"tx{k}")
+                    if q is None:
+                        return None
+                    p = q
+            out.add((t, p))
+        pads = s.pads
+        if pads and self.nbits is not None:
+            pads = tuple((d, _xor_threads(m, off, self.nbits)) for d, m in pads)
+        return ElemSet(s.comb, frozenset(out), pads)
+
+    def _xwarp(self, n: Node) -> ElemSet | None:
+        from fixbits.checker.balanced import rename_bits, xwarp_slots
+
+        slots = xwarp_slots(n)
+        if slots is None:
+            return None
+        lb, free, picks = slots
+        sets: dict[int, ElemSet] = {}
+        for mask, value, mapping in picks:
+            s = self.of(value)
+            if s is None:
+                return None
+            out = set()
+            for t, p in s.elems:
+                q = rename_bits(p, mapping)
+                if q is None:
+                    return None  # the writer's set depends on a thread bit the address does not fix
+                out.add((t, q))
+            sets[mask] = ElemSet(s.comb, expand(out), s.pads)
+        base = sets[0]
+        if any(x.comb != base.comb for x in sets.values()):
+            return None
+        # the reader bits that pick the store (another row's partial, say) must move every
+        # element by one amount each, free of thread bits (a row stride): then the set is one
+        # function of the reader's bits
+        coefs: list[Poly] = []
+        for i in range(len(free)):
+            c = _shift(base.elems, sets[1 << i].elems)
+            if c is None:
+                return None
+            coefs.append(c)
+        for mask, x in sets.items():
+            d = Poly.const(0)
+            for i, c in enumerate(coefs):
+                if mask >> i & 1:
+                    d = d + c
+            if x.elems != frozenset((t, p + d) for t, p in base.elems):
+                return None
+        move = Poly.const(0)
+        for i, pos in enumerate(free):
+            move = move + Poly.sym(lb[pos]) * coefs[i]
+        return ElemSet(
+            base.comb, expand({(t, p + move) for t, p in base.elems}), self._read_pads(lb, free, picks, sets)
+        )
+
+    def node(self, s: ElemSet) -> Node:
+        """The set as a tree; a padding value every thread's set holds is one of its elements
+        (so a tile that also holds it in registers the launch masks off wholly meets it)."""
+        assert s.comb is not None
+        elems = set(s.elems)
+        if self.nbits is not None:
+            full = (1 << (1 << self.nbits)) - 1
+            elems.update((d, Poly.const(0)) for d, m in s.pads if m == full)
+        return set_node(s.comb, elems, self.templates)
+
+    def _pad_of(self, n: Node) -> tuple[tuple[bytes, int], ...]:
+        """An element read through one masked load: its padding value (the element with the
+        load replaced by what the register kept) and the threads where the launch masks the load
+        off in every block; () when not known."""
+        if not self.masked_false:
+            return ()
+        found: dict[bytes, Node] = {}
+        _masked_in(n, found, set())
+        if len(found) != 1:
+            return ()
+        (mk,) = found.values()
+        f = self.masked_false.get(mk.digest, 0)
+        if not f or len(mk.kids) != 2:
+            return ()
+        pad = self.col.collapse(_replace(n, mk.digest, mk.kids[1], {}))
+        if not self.col.thread_free(pad):
+            return ()
+        self.templates[pad.digest] = pad
+        return ((pad.digest, f),)
+
+    def _read_pads(
+        self, lb: dict[int, str], free: list[int], picks: list, sets: dict[int, ElemSet]
+    ) -> tuple[tuple[bytes, int], ...]:
+        """The writers' padding facts as each reader of a shared read sees them: reader r reads
+        the writer its pick's mapping names (a writer bit the address leaves open must not change
+        the fact, else the fact is dropped, which only keeps sets apart)."""
+        nb = self.nbits
+        if nb is None or not any(x.pads for x in sets.values()):
+            return ()
+        names = {pos: _tx(sym) for pos, sym in lb.items()}
+        if any(v is None for v in names.values()):
+            return ()
+        size = 1 << nb
+        # per pick: the writer as a function of the reader (bit k of the writer: a constant, or
+        # reader bit j), after checking that the bits the address leaves open change no fact
+        plans = []
+        for m, (_mask, _value, mapping) in enumerate(picks):
+            plan: list[tuple[int, int | None, int]] = []
+            fixed = 0
+            for sym, val in mapping.items():
+                k = _tx(sym)
+                if k is None:
+                    return ()
+                fixed |= 1 << k
+                if val.is_const():
+                    plan.append((k, None, val.const_value()))
+                    continue
+                syms = val.symbols()
+                rk = _tx(next(iter(syms))) if len(syms) == 1 else None
+                if rk is None or val != Poly.sym(f"tx{rk}"):
+                    return ()
+                plan.append((k, rk, 0))
+            for _d, wmask in sets[m].pads:
+                for k in range(nb):
+                    if not fixed >> k & 1 and _xor_threads(wmask, 1 << k, nb) != wmask:
+                        return ()
+            plans.append((plan, dict(sets[m].pads)))
+        out: dict[bytes, int] = {}
+        for d in {d for x in sets.values() for d, _ in x.pads}:
+            acc = 0
+            for r in range(size):
+                m = sum(1 << i for i, pos in enumerate(free) if r >> names[pos] & 1)  # type: ignore[operator]
+                plan, wpads = plans[m]
+                w = 0
+                for k, rk, c in plan:
+                    w |= ((r >> rk & 1) if rk is not None else c) << k
+                if wpads.get(d, 0) >> w & 1:
+                    acc |= 1 << r
+            if acc:
+                out[d] = acc
+        return _pads(out)
+
+
+def set_node(comb: tuple, elems: Iterable[Elem], templates: dict[bytes, Node]) -> Node:
+    """The set as a tree: per template and index base (the index without its constant), the
+    constant offsets as runs; groups in a fixed order, so equal sets give equal nodes."""
+    groups: dict[tuple[bytes, tuple], tuple[Poly, set[int]]] = {}
+    for t, p in elems:
+        c = p.terms.get((), 0)
+        base = p - Poly.const(c) if c else p
+        groups.setdefault((t, base.key()), (base, set()))[1].add(c)
+    kids = []
+    for (t, _bk), (base, cs) in sorted(groups.items(), key=lambda kv: (kv[0][0], repr(kv[0][1]))):
+        kids.append(Node("elems", (_runs(sorted(cs)),), (templates[t], int_node(base))))
+    return Node("selset", comb, tuple(kids))
+
+
+def map_indices(n: Node, f: Callable[[Poly], Poly | None]) -> Node | None:
+    """A set node with every element's index mapped through ``f`` (a thread's value of it),
+    built again so that equal sets still give equal nodes; None where ``f`` gives None."""
+    elems: set[Elem] = set()
+    templates: dict[bytes, Node] = {}
+    for g in n.kids:
+        tmpl, base = g.kids
+        assert base.poly is not None
+        b = f(base.poly)
+        if b is None:
+            return None
+        templates[tmpl.digest] = tmpl
+        for first, count in g.attrs[0]:
+            elems.update((tmpl.digest, b + Poly.const(first + i)) for i in range(count))
+    return set_node(n.attrs, elems, templates)
+
+
+def expand(elems: set[Elem], todo: list[Elem] | None = None) -> frozenset[Elem]:
+    """Each pair {p, p with thread bit b flipped} of one template as {p at b = 0, p at b = 1}:
+    the same set at every thread, with one bit fewer. ``todo``: the elements a pair may start
+    from (by default all; a union of expanded sets passes the smaller ones' elements)."""
+    from fixbits.checker.balanced import _flip_bit
+
+    out = set(elems)
+    todo = list(out) if todo is None else list(todo)
+    while todo:
+        e = todo.pop()
+        if e not in out:
+            continue
+        t, p = e
+        for sym in sorted(p.symbols()):
+            if not is_bit_symbol(sym):
+                continue
+            q = _flip_bit(p, sym)
+            if q is None or q == p or (t, q) not in out:
+                continue
+            out.discard(e)
+            out.discard((t, q))
+            for v in (0, 1):
+                new = (t, p.substitute(sym, Poly.const(v)))
+                if new not in out:
+                    out.add(new)
+                    todo.append(new)
+            break
+    return frozenset(out)
+
+
+def _pads(pads: dict[bytes, int]) -> tuple[tuple[bytes, int], ...]:
+    return tuple(sorted((d, m) for d, m in pads.items() if m))
+
+
+def _tx(sym: str) -> int | None:
+    return int(sym[2:]) if sym.startswith("tx") and sym[2:].isdigit() else None
+
+
+def _xor_threads(mask: int, off: int, nbits: int) -> int:
+    """A bitmask over threads as seen from thread t ^ off (bit t of the result is bit t ^ off)."""
+    out = 0
+    for t in range(1 << nbits):
+        if mask >> (t ^ off) & 1:
+            out |= 1 << t
+    return out
+
+
+def _masked_in(n: Node, found: dict[bytes, Node], seen: set[bytes]) -> None:
+    """The masked loads a per-element value reads (no exchange or combine crossed)."""
+    if n.digest in seen or n.poly is not None:
+        return
+    seen.add(n.digest)
+    if n.kind == "masked":
+        found[n.digest] = n
+        return
+    for k in n.kids:
+        _masked_in(k, found, seen)
+
+
+def _replace(n: Node, digest: bytes, by: Node, memo: dict[bytes, Node]) -> Node:
+    if n.digest == digest:
+        return by
+    if not n.kids:
+        return n
+    got = memo.get(n.digest)
+    if got is None:
+        kids = tuple(_replace(k, digest, by, memo) for k in n.kids)
+        got = n if all(a is b for a, b in zip(kids, n.kids, strict=True)) else Node(n.kind, n.attrs, kids)
+        memo[n.digest] = got
+    return got
+
+
+def _shift(a: frozenset[Elem], b: frozenset[Elem]) -> Poly | None:
+    """The amount d, free of thread bits, with b = a + d (every index moved by d), if any."""
+    if len(a) != len(b) or not a:
+        return None
+    t0, p0 = min(a, key=_order)
+    cands = [q - p0 for t, q in b if t == t0]
+    for d in cands:
+        if not any(is_bit_symbol(x) for x in d.symbols()) and frozenset((t, p + d) for t, p in a) == b:
+            return d
+    return None
+
+
+def _order(e: Elem) -> tuple:
+    return (e[0], repr(e[1].key()))
+
+
+def _runs(cs: list[int]) -> tuple[tuple[int, int], ...]:
+    """Sorted distinct integers as (first, count) runs of consecutive values."""
+    out: list[tuple[int, int]] = []
+    for c in cs:
+        if out and out[-1][0] + out[-1][1] == c:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((c, 1))
+    return tuple(out)
