@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fixbits.checker.forms import Poly, add_terms, is_bit_symbol
-from fixbits.checker.leaf_pred import is_coordinate_pred, relative_pred
+from fixbits.checker.leaf_pred import index_bound, is_coordinate_pred, relative_pred
+from fixbits.checker.mask_bounds import bounded_in, fails_on, holds_on, replace_node, wrapped
 from fixbits.checker.maxsets import SET_KINDS, SetProver
 from fixbits.checker.node import Node, int_node
 from fixbits.checker.pads import RN_F32, contractable, is_zero, nonneg
@@ -54,14 +55,60 @@ ZERO = Span(int_node(Poly.const(0)), -1, Poly.const(0), None)  # +0.0 padding of
 
 class Collapser:
     def __init__(
-        self, pads: bool = False, masked_false: dict[bytes, int] | None = None, nbits: int | None = None
+        self,
+        pads: bool = False,
+        masked_false: dict[bytes, int] | None = None,
+        nbits: int | None = None,
+        masked_preds: dict[bytes, Node | None] | None = None,
     ) -> None:
         self.pads = pads  # a launch-specialised walk: +0 pads are zero spans
+        self.masked_preds = masked_preds if pads else None  # (ptx walk: each masked load's predicate)
         self.nonneg_memo: dict[bytes, bool] = {}
         self.memo: dict[bytes, Span | None] = {}
         self.out_memo: dict[bytes, Node] = {}
         self.free_memo: dict[bytes, bool] = {}
         self.sets = SetProver(self, masked_false if pads else None, nbits)
+        # exp_pads.licensed: a copy whose spans read a softmax's exp(-inf - M) padding as +0
+        self.license: bytes | None = None
+        self._licensed: dict[bytes, Collapser] = {}
+        self._args = (pads, masked_false, nbits, masked_preds)
+
+    def licensed(self, m: bytes) -> Collapser:
+        """A collapser for the roots exp_pads.fold has proven NaN wherever M is -inf or NaN:
+        there a span of masked loads the launch masks off on its whole range, whose element is
+        exp(-inf - M), is the zero span (kept apart from this one's memo)."""
+        got = self._licensed.get(m)
+        if got is None:
+            got = self._licensed[m] = Collapser(*self._args)
+            got.license = m
+        return got
+
+    def _lower(self, s: Span) -> Span:
+        """Under a license: ``s`` as the zero span when its template reads one masked load whose
+        bound is false at every index of its range and the padding it then reads is the
+        licensed exp(-inf - M) (exp_pads._pad_term); ``s`` otherwise."""
+        from fixbits.checker.exp_pads import _pad_term
+
+        if s.zero or s.live is not None or self.license is None:
+            return s
+        found: list[Node] = []
+        bounded_in(s.template, found)
+        if len(found) != 1:
+            return s
+        r = found[0].kids[2]
+        if not _pad_term(replace_node(s.template, found[0].digest, found[0].kids[1]), self.license):
+            return s
+        if fails_on(r, s.start, s.height):
+            return ZERO
+        # padding at the threads where one bit b has value v: the tree at the others (a live set)
+        for b in sorted(x for x in s.start.symbols() if is_bit_symbol(x)):
+            if s.canon or any(b in m and m != (b,) for m in s.start.terms):
+                continue
+            for v in (0, 1):
+                if fails_on(r, s.start.substitute(b, Poly.const(v)), s.height):
+                    return Span(s.template, s.height, s.start.substitute(b, Poly.const(1 - v)), s.combine,
+                                s.canon, ((b, 1 - v),))  # fmt: skip
+        return s
 
     # ---- proofs -----------------------------------------------------------------------------
     def span(self, n: Node) -> Span | None:
@@ -133,7 +180,47 @@ class Collapser:
             if r is None:
                 return None
             tkids[i] = r
+        if n.kind == "masked" and len(tkids) == 2 and self.masked_preds:
+            # launch-specialised: the load's predicate over the leaf index, so that the masked
+            # template meets the plain load of an index where the launch proves it true (_lift)
+            p = self.masked_preds.get(n.digest)
+            r = index_bound(p, start) if p is not None else None
+            if r is not None:
+                tkids.append(r)
         return Span(Node(n.kind, n.attrs, tuple(k for k in tkids if k is not None)), 0, start, None)
+
+    def _lift(self, s: Span, tpl: Node) -> Span | None:
+        """``s`` as a span of ``tpl`` when tpl is s's template with plain loads L written as
+        masked(L, old, bound) whose bound holds at every index s covers at every thread: there
+        the masked load is the load."""
+        if s.zero:
+            return None
+        bounds = wrapped(s.template, tpl)
+        if not bounds or not all(holds_on(r, s.start, s.height) for r in bounds):
+            return None
+        return Span(tpl, s.height, s.start, s.combine, s.canon, s.live)
+
+    def _unify_reads(
+        self, got: list[tuple[int, Span, dict[str, Poly]]]
+    ) -> list[tuple[int, Span, dict[str, Poly]]]:
+        """The spans a shared read meets, lifted to one template where some hold masked loads
+        the others' plain loads are (_lift); unchanged when there is no such template."""
+        tpls = {sp.template.digest: sp.template for _m, sp, _mp in got if not sp.zero}
+        if len(tpls) < 2:
+            return got
+        for tpl in tpls.values():
+            out = []
+            for m, sp, mp in got:
+                if sp.zero or sp.template.digest == tpl.digest:
+                    out.append((m, sp, mp))
+                    continue
+                lifted = self._lift(sp, tpl)
+                if lifted is None:
+                    break
+                out.append((m, lifted, mp))
+            else:
+                return out
+        return got
 
     def _shfl(self, n: Node) -> Span | None:
         if n.attrs != ("bfly",) or len(n.kids) != 4:
@@ -162,6 +249,8 @@ class Collapser:
         x, y = self.span(n.kids[0]), self.span(n.kids[1])
         if x is None or y is None:
             return None
+        if self.license is not None:
+            x, y = self._lower(x), self._lower(y)
         comb = (n.kind, n.attrs)
         if x.zero or y.zero or x.canon or y.canon or x.live or y.live:
             # (only a fold add: canon(x) + y = canon(x + y) and x + (+0) = canon(x), pads.mk_fadd)
@@ -176,6 +265,8 @@ class Collapser:
                 return None if s.live else Span(s.template, s.height, s.start, s.combine, True)
             if x.live != y.live:
                 return _complementary(x, y)
+        if x.height == y.height and x.template.digest != y.template.digest and self.masked_preds:
+            x, y = self._lift(x, y.template) or x, self._lift(y, x.template) or y
         if x.height != y.height or x.template.digest != y.template.digest:
             return None
         if x.height > 0 and (x.combine != comb or y.combine != comb):
@@ -210,10 +301,13 @@ class Collapser:
         starts: dict[int, Poly] = {}
         first: Span | None = None
         zeros: list[int] = []
+        got: list[tuple[int, Span, dict[str, Poly]]] = []
         for mask, value, mapping in picks:
             sp = self.span(value)
             if sp is None:
                 return None
+            if self.license is not None:
+                sp = self._lower(sp)
             if sp.live is not None:
                 # the writer's bits that pick the tree, as the reader sees them
                 conds: list[tuple[str, int]] = []
@@ -233,6 +327,10 @@ class Collapser:
                     sp = Span(
                         sp.template, sp.height, sp.start, sp.combine, sp.canon, tuple(sorted(conds)) or None
                     )
+            got.append((mask, sp, mapping))
+        if self.masked_preds:
+            got = self._unify_reads(got)
+        for mask, sp, mapping in got:
             if sp.zero:
                 zeros.append(mask)  # (a slot written with +0 by every thread that may have written it)
                 continue

@@ -102,3 +102,21 @@ def _rel(n: Node, s: tuple[Poly, Poly, int]) -> Node | None:
     e = rq + Poly.const(q0 - a * (c - c % g))
     form = Node("ixform", (g, a), (int_node(rs), int_node(e)))
     return Node("cmp", n.attrs, (form, z))
+
+
+def index_bound(pred: Node, start: Poly) -> Node | None:
+    """``relative_pred`` of a load's mask, with a per-vector bound written per element where it
+    is the same predicate: ``floor_g(y) + e <= 0`` is ``y + e <= 0`` when -e + 1 is a multiple of
+    g (floor_g(y) <= K and y <= K agree for every integer y exactly when K + 1 is a multiple of
+    g). So the masks of two layouts with other vector widths meet; None when not of this form."""
+    r = relative_pred(pred, start)
+    if r is None or r.kind != "cmp" or r.attrs[:2] != ("le", "s") or r.kids[0].kind != "ixform":
+        return None
+    form, z = r.kids
+    g, a = form.attrs
+    e = form.kids[1].poly
+    if a != 1 or z.poly is None or z.poly != Poly.const(0) or e is None or not e.is_const():
+        return None
+    if (1 - e.const_value()) % g:
+        return None
+    return Node("cmp", r.attrs, (Node("ixform", (1, 1), form.kids), z))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fixbits.checker.forms import Poly, is_bit_symbol
+from fixbits.checker.mask_bounds import bounded_in, fails_on, holds_on, replace_node, wrapped
 from fixbits.checker.node import Node, int_node
 
 if TYPE_CHECKING:
@@ -198,7 +199,33 @@ class SetProver:
         if self.nbits is not None:
             full = (1 << (1 << self.nbits)) - 1
             elems.update((d, Poly.const(0)) for d, m in s.pads if m == full)
-        return set_node(s.comb, elems, self.templates)
+        return set_node(s.comb, self._lifted(elems), self.templates)
+
+    def _lifted(self, elems: set[Elem]) -> set[Elem]:
+        """Plain loads written as the set's masked loads of the same index where the launch
+        proves the mask true (balanced._lift): one element, whichever register it came from."""
+        masked = [self.templates[t] for t in {t for t, _ in elems} if _has_bound(self.templates[t])]
+        if not masked:
+            return elems
+        out = set()
+        for t, p in elems:
+            tmpl = self.templates[t]
+            found: list[Node] = []
+            bounded_in(tmpl, found)
+            if len(found) == 1 and fails_on(found[0].kids[2], p, 0):
+                # a masked load whose bound is false here reads the register's padding
+                pad = self.col.collapse(replace_node(tmpl, found[0].digest, found[0].kids[1]))
+                if self.col.thread_free(pad):
+                    self.templates[pad.digest] = pad
+                    out.add((pad.digest, Poly.const(0)))
+                    continue
+            for m in masked:
+                bounds = wrapped(tmpl, m) if m.digest != t else None
+                if bounds and all(holds_on(r, p, 0) for r in bounds):
+                    t = m.digest
+                    break
+            out.add((t, p))
+        return out
 
     def _pad_of(self, n: Node) -> tuple[tuple[bytes, int], ...]:
         """An element read through one masked load: its padding value (the element with the
@@ -332,6 +359,13 @@ def expand(elems: set[Elem], todo: list[Elem] | None = None) -> frozenset[Elem]:
                     todo.append(new)
             break
     return frozenset(out)
+
+
+def _has_bound(n: Node) -> bool:
+    """A template that reads a masked load with its launch bound (balanced._elementwise)."""
+    if n.kind == "masked" and len(n.kids) == 3:
+        return True
+    return any(_has_bound(k) for k in n.kids if k.poly is None)
 
 
 def _pads(pads: dict[bytes, int]) -> tuple[tuple[bytes, int], ...]:

@@ -10,7 +10,7 @@ both return a canonical NaN), and no other rewriting.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fixbits.checker.forms import Poly
 
@@ -209,3 +209,6 @@ class Root:
     address: Node
     value: Node
     relative: bool  # True when the tree is expressed in the output's own coordinates
+    # launch-specialised walks: the threads of the block that may run the store (a bitmask;
+    # None: any); read by exp_pads.fold, which needs the stored element only where it is stored
+    storers: int | None = field(default=None, compare=False, repr=False)

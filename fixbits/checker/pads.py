@@ -104,7 +104,8 @@ def nonneg(n: Node, memo: dict[bytes, bool]) -> bool:
     """n is, at every thread, +0, a positive number, +inf or the canonical NaN: so n + (+0) = n
     bit for bit. Read from the tree alone (no launch facts, unlike signs.py).
 
-    Rules: +0; ``canon(x)`` of such an x; ``add.f32`` / ``add.rn.f32`` of two such values (the
+    Rules: +0; ``canon(x)`` of such an x; ``add.f32`` / ``add.rn.f32`` of two such values or
+    ``ex2.approx`` results (``_weak``; the
     exact sum of two non-negative values is non-negative, a zero sum is +0 + +0, NaN results are
     canonical; an ``add.f32`` that ptxas fuses with a square feeding it is an fma of that square,
     whose exact sum is non-negative too); a square ``x * x`` (the exact product is +0 or positive
@@ -122,14 +123,22 @@ def nonneg(n: Node, memo: dict[bytes, bool]) -> bool:
     elif k == "canon":
         ok = nonneg(n.kids[0], memo)
     elif k == "add" and len(n.kids) == 2 and n.attrs and n.attrs[0] in RN_F32:
-        ok = all(nonneg(x, memo) for x in n.kids)
+        ok = all(_weak(x, memo) for x in n.kids)
     elif is_square(n):
         ok = n.kind == "mul" or nonneg(n.kids[2], memo)
     elif k == "shfl":
         ok = is_bit_move(n) and nonneg(n.kids[0], memo)
     elif k == "balanced" and len(n.kids) == 2 and n.attrs and n.attrs[0][0] == "add":
-        ok = tuple(n.attrs[0][1])[:1] in (("f32",), ("rn.f32",)) and nonneg(n.kids[0], memo)
+        # (height >= 1: its root is an add, which makes a NaN of its leaves canonical)
+        ok = tuple(n.attrs[0][1])[:1] in (("f32",), ("rn.f32",)) and _weak(n.kids[0], memo)
     else:
         ok = False
     memo[n.digest] = ok
     return ok
+
+
+def _weak(n: Node, memo: dict[bytes, bool]) -> bool:
+    """+0, positive, +inf or any NaN: an add of two such values is ``nonneg`` (its NaN results
+    are canonical). ``ex2.approx`` is one: 2^x is positive, rounds or flushes to +0 below the
+    smallest subnormal, is +0 at -inf and NaN at NaN."""
+    return nonneg(n, memo) or (n.kind == "ex2" and bool(n.attrs) and str(n.attrs[0]).startswith("approx."))

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from fixbits.checker import exp_pads
 from fixbits.checker.node import Node, Root, int_node
 from fixbits.checker.walk import relative_addresses, relativize
 
@@ -63,24 +64,29 @@ def build(
     shared_reads: bool = False,
     pads: bool = False,
     masked_false: dict[bytes, int] | None = None,
+    masked_preds: dict[bytes, Node | None] | None = None,
 ) -> KernelSignature:
     """``shared_reads``: the walk found no shared read a later store of its barrier interval may
     race with, and none inside a loop (Walk.smem_war): per-thread roots may then take shared
     reads apart (thread_roots.read_at). ``pads``: a launch-specialised walk, whose +0 padding
     the balanced collapse reads as zero spans (balanced.py); ``masked_false``: its threads
-    where a masked load keeps the register's padding (maxsets.py)."""
+    where a masked load keeps the register's padding (maxsets.py); ``masked_preds``: each masked
+    load's predicate (balanced.py lifts plain loads to masked ones where it holds)."""
     from fixbits.checker.balanced import Collapser
     from fixbits.checker.thread_roots import ThreadEval, thread_bits
 
     by_param: dict[str, list[tuple[bytes, Root]]] = {}
     physical = False
     nbits = thread_bits(ntid)
-    col = Collapser(pads, masked_false, nbits)
+    col = Collapser(pads, masked_false, nbits, masked_preds)
     rel_memos: dict[tuple, dict[bytes, Node]] = {}
     tev = ThreadEval(nbits, shared_reads, pads) if nbits is not None else None
     for r in roots:
         addr = r.address
-        r = Root(r.param, r.nbytes, addr, col.collapse(r.value), r.relative)
+        v = col.collapse(r.value)
+        if pads:
+            v = exp_pads.fold(r.value, v, col, r.storers)  # (a softmax's exp(-inf - max) padding as +0)
+        r = Root(r.param, r.nbytes, addr, v, r.relative)
         if r.relative and not r.value.variant:
             by_param.setdefault(r.param, []).append((_root_key(r), r))  # a TMA tile of one tree
             continue

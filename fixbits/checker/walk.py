@@ -410,14 +410,14 @@ class Walk:
             self.cp_open = True
         self.epoch += 1
 
-    def global_store(self, addr: Poly, v: Node, nbytes: int) -> None:
+    def global_store(self, addr: Poly, v: Node, nbytes: int, storers: int | None = None) -> None:
         """One root per stored element (packed halves and bytes split), keyed by its address."""
         if v.kind == "pack" and v.attrs and isinstance(v.attrs[0], int):
             w = v.attrs[0] // 8
             for k, piece in enumerate(v.kids):
-                self.global_store(addr + Poly.const(k * w), piece, w)
+                self.global_store(addr + Poly.const(k * w), piece, w, storers)
             return
-        self.roots.append(Root(pointer_param(addr) or "?", nbytes, int_node(addr), v, False))
+        self.roots.append(Root(pointer_param(addr) or "?", nbytes, int_node(addr), v, False, storers))
 
     # ---- shared memory -----------------------------------------------------------------
     def smem_store(self, kind: str, addr: Node, value: Node, pred: Node | None, nbytes: int) -> None:

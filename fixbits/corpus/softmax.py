@@ -73,3 +73,11 @@ def aot(shape: dict[str, int], dtype: str, cfg: Config) -> list[tuple[Any, dict[
            "BLOCK_N": "constexpr", "AUX": "constexpr"}
     bn = next_pow2(shape["N"]) * dict(cfg.blocks).get("N_MULT", 1)
     return [(softmax_kernel, sig, {"BLOCK_N": bn, "AUX": False})]
+
+
+def launch_ints(shape: dict[str, int], cfg: Config, pinned: bool) -> tuple[dict[str, int], tuple[int]]:
+    """The row length and grid of ``softmax_kernel`` as ``launch`` passes them, for the checker's
+    launch specialisation (free and pinned order). The row stride stays a parameter: a number
+    that is no multiple of the tile would leave no block / thread split of the store offset
+    (coord_split.py), and the signature then holds for every stride."""
+    return {"N": shape["N"]}, (shape["M"],)

@@ -63,6 +63,9 @@ _TMAP_SWIZZLE_SPAN = {0: 0, 1: 32, 2: 64, 3: 128}
 _BLOCK_BARRIERS = ("bar.sync", "barrier.sync", "barrier.sync.aligned")
 _SMEM_WAITS = ("cp.async.wait", "cp.async.bulk.wait", "mbarrier.try_wait", "mbarrier.test_wait", "mbarrier.wait",
                "fence.proxy", "cp.async.mbarrier")  # fmt: skip
+# per-thread operations a stored element's masked load is sought through (PTXWalk._unmask)
+_UNMASK_THROUGH = frozenset({"sub", "mul", "div", "fma", "ex2", "lg2", "cvt", "neg", "abs", "canon", "sqrt",
+                             "rsqrt", "rcp", "pack", "slice"})  # fmt: skip
 _FLOAT_OPS = {"add", "sub", "mul", "fma", "mad", "min", "max", "neg", "abs", "div", "rcp", "sqrt",
               "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "copysign", "testp", "cvt"}  # fmt: skip
 _SPECIAL_RE = re.compile(r"^%(tid|ntid|ctaid|nctaid|laneid|warpid|nwarpid|clusterid|nclusterid|cluster_ctaid|"
@@ -146,6 +149,8 @@ class PTXWalk(Walk):
         # sign facts for the root's canon (signs.py): threads where a masked load's predicate is
         # false, and what each shared read may see; keyed by node digest, a conflict keeps less
         self.masked_false: dict[bytes, int] = {}
+        # and the predicate of each masked load (None where one node met two predicates)
+        self.masked_preds: dict[bytes, Node | None] = {}
         self._canon_in: dict[bytes, bool] = {}
         self.read_facts: dict[bytes, ReadFacts | None] = {}
         # shfl nodes by digest: True while every write of one was unpredicated and outside any
@@ -343,6 +348,22 @@ class PTXWalk(Walk):
         f = 0 if tv is None else sum(1 << t for t, v in enumerate(tv) if v is False)
         prev = self.masked_false.get(node.digest)
         self.masked_false[node.digest] = f if prev is None else prev & f
+        had = self.masked_preds.get(node.digest, p)
+        self.masked_preds[node.digest] = p if had is not None and had.digest == p.digest else None
+
+    def slice_of(self, v: Node, off: int, width: int) -> Node:
+        """``mk_slice``, with a masked load's launch facts (masked_false, masked_preds) carried
+        to the masked load of the slice: the same instruction, the same predicate."""
+        out = mk_slice(v, off, width)
+        if self.spec and v.kind == "masked" and out.kind == "masked" and v.digest in self.masked_preds:
+            f = self.masked_false.get(v.digest, 0)
+            prev = self.masked_false.get(out.digest)
+            self.masked_false[out.digest] = f if prev is None else prev & f
+            p = self.masked_preds[v.digest]
+            had = self.masked_preds.get(out.digest, p)
+            same = p is not None and had is not None and had.digest == p.digest
+            self.masked_preds[out.digest] = p if same else None
+        return out
 
     def _note_read(self, node: Node, facts: ReadFacts | None) -> None:
         if node.digest in self.read_facts and self.read_facts[node.digest] != facts:
@@ -459,6 +480,30 @@ class PTXWalk(Walk):
         if tv is None:
             return (1 << (1 << nb)) - 1
         return sum(1 << t for t, b in enumerate(tv) if b is not False)
+
+    def _unmask(self, v: Node, storing: int, memo: dict[bytes, Node]) -> Node:
+        """A masked load in a stored value written as the load where its predicate holds at every
+        thread that may store it (``thread_truths``: True in every block of the launch): there the
+        register holds the load, and a thread that does not store writes no byte. Sought through
+        the stored element's own per-thread arithmetic (_UNMASK_THROUGH: each a function of its
+        operands at this thread) and not through sums, exchanges or loops, so a reduction every
+        root shares keeps one tree."""
+        got = memo.get(v.digest)
+        if got is not None:
+            return got
+        out = v
+        if v.kind == "masked" and len(v.kids) == 2:
+            p = self.masked_preds.get(v.digest)
+            nb = self._thread_bits()
+            tv = thread_truths(p, self.grid, nb) if p is not None and nb is not None else None
+            if tv is not None and all(tv[t] is True for t in range(len(tv)) if storing >> t & 1):
+                out = v.kids[0]
+        elif v.kind in _UNMASK_THROUGH and v.kids:
+            kids = tuple(self._unmask(k, storing, memo) for k in v.kids)
+            if any(a is not b for a, b in zip(kids, v.kids, strict=True)):
+                out = Node(v.kind, v.attrs, kids)
+        memo[v.digest] = out
+        return out
 
     def _holds_canon(self, v: Node) -> bool:
         """Some node of v's tree is a ``canon`` marker (memoised on the digest: a pure function)."""
@@ -649,7 +694,7 @@ class PTXWalk(Walk):
             v = self.val(src)
             w = _TYPE_BITS.get(ty, 32) // len(regs)
             for k, r in enumerate(regs):
-                self.write(ins, r, mk_slice(v, k * w, w))
+                self.write(ins, r, self.slice_of(v, k * w, w))
             return None
         if src.startswith("{"):
             pieces = [self.val(x) for x in split_args(src[1:-1])]
@@ -880,7 +925,7 @@ class PTXWalk(Walk):
         if ty in ("f16x2", "bf16x2") and kind != "cvt":
             lanes = []
             for k in range(2):
-                lane_ops = [mk_slice(o, 16 * k, 16) for o in ops]
+                lane_ops = [self.slice_of(o, 16 * k, 16) for o in ops]
                 lanes.append(Node(kind, (".".join(parts[1:-1] + [ty[:-2]]),), tuple(lane_ops)))
             self.write(ins, ins.args[0], mk_pack(lanes, 16))
             return None
@@ -1014,7 +1059,8 @@ class PTXWalk(Walk):
                     v = Node("select", (), (pred, v, Node("keep", ())))
                 elif storers is not None and facts is not None:
                     v = self._uncanon(v, storers, facts)
-                self.global_store(ak, v, nbytes)
+                    v = self._unmask(v, storers, {})
+                self.global_store(ak, v, nbytes, storers)
         return None
 
     def op_cp(self, ins: Inst, parts: list[str]) -> bool | None:

@@ -1,0 +1,109 @@
+"""Launch bounds of masked loads: where a masked load is its load, and where its padding.
+
+Launch-specialised, a masked load's template carries its predicate over the leaf index (``masked(L,
+old, bound)``, balanced._elementwise; the bound from leaf_pred.index_bound: IX - R + e <= 0). Where
+the bound holds at every index a span covers, at every thread, the masked load is L there, so a
+span of plain loads may be read as a span of the masked template (``wrapped`` + ``holds_on``:
+balanced.Collapser._lift, maxsets, exp_pads); where it fails everywhere the span reads ``old``, the
+register's padding (``fails_on``: the padding of a softmax, balanced.Collapser._lower).
+"""
+
+from __future__ import annotations
+
+from fixbits.checker.forms import Poly, is_bit_symbol
+from fixbits.checker.node import Node
+
+
+def wrapped(a: Node, b: Node) -> list[Node] | None:
+    """The bounds of the masked loads ``b`` has where ``a`` has their plain load (the trees
+    otherwise equal, commutative children in either order); None when b is not such a tree."""
+    if a.digest == b.digest:
+        return []
+    if b.kind == "masked" and len(b.kids) == 3 and b.kids[0].digest == a.digest:
+        return [b.kids[2]]
+    if a.kind != b.kind or a.attrs != b.attrs or len(a.kids) != len(b.kids) or not a.kids:
+        return None
+    orders = [b.kids]
+    if len(b.kids) == 2:
+        orders.append((b.kids[1], b.kids[0]))  # (a wrapped child may sort after its sibling)
+    for kids in orders:
+        out: list[Node] = []
+        for x, y in zip(a.kids, kids, strict=True):
+            got = wrapped(x, y)
+            if got is None:
+                break
+            out += got
+        else:
+            return out
+    return None
+
+
+def holds_on(r: Node, start: Poly, height: int) -> bool:
+    """``r`` (leaf_pred.index_bound's form: IX - R + e <= 0) at every index of [start, start +
+    2^height) at every thread: start - R is a constant plus thread bits."""
+    if (
+        r.kind != "cmp"
+        or r.attrs[:2] != ("le", "s")
+        or r.kids[0].kind != "ixform"
+        or r.kids[0].attrs != (1, 1)
+    ):
+        return False
+    R, e = (k.poly for k in r.kids[0].kids)
+    if R is None or e is None or not e.is_const():
+        return False
+    d = start - R
+    hi = d.terms.get((), 0) + (1 << height) - 1
+    for m, c in d.terms.items():
+        if not m:
+            continue
+        if len(m) != 1 or not is_bit_symbol(m[0]):
+            return False
+        hi += max(c, 0)
+    return hi + e.const_value() <= 0
+
+
+def fails_on(r: Node, start: Poly, height: int) -> bool:
+    """Bound ``r`` (IX - R + e <= 0) false at every index of [start, start + 2^height) at every
+    thread: start - R is a constant plus thread bits."""
+    if (
+        r.kind != "cmp"
+        or r.attrs[:2] != ("le", "s")
+        or r.kids[0].kind != "ixform"
+        or r.kids[0].attrs != (1, 1)
+    ):
+        return False
+    R, e = (k.poly for k in r.kids[0].kids)
+    if R is None or e is None or not e.is_const():
+        return False
+    d = start - R
+    lo = d.terms.get((), 0)
+    for m, c in d.terms.items():
+        if not m:
+            continue
+        if len(m) != 1 or not is_bit_symbol(m[0]):
+            return False
+        lo += min(c, 0)
+    return lo + e.const_value() > 0
+
+
+def bounded_in(n: Node, out: list[Node]) -> None:
+    """The masked loads with a launch bound a template reads itself (not those of a set it
+    holds: a row max read by every element)."""
+    if n.kind == "selset":
+        return
+    if n.kind == "masked" and len(n.kids) == 3:
+        if all(x.digest != n.digest for x in out):
+            out.append(n)
+        return
+    for k in n.kids:
+        if k.poly is None:
+            bounded_in(k, out)
+
+
+def replace_node(n: Node, digest: bytes, by: Node) -> Node:
+    if n.digest == digest:
+        return by
+    if not n.kids or n.poly is not None or n.kind == "selset":
+        return n
+    kids = tuple(replace_node(k, digest, by) for k in n.kids)
+    return n if all(a is b for a, b in zip(kids, n.kids, strict=True)) else Node(n.kind, n.attrs, kids)
