@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fixbits.checker.forms import Poly, is_bit_symbol
-from fixbits.checker.mask_bounds import wrapped
+from fixbits.checker.mask_bounds import bound_form, wrapped
 from fixbits.checker.node import Node, int_node
 from fixbits.checker.pads import RN_F32, is_bit_move, is_zero, mk_fadd
 
@@ -152,17 +152,10 @@ def _member(x: Node, m: Node, col: Collapser, storers: int | None) -> bool:
 
 def _bound_limit(r: Node, base: Poly) -> int | None:
     """The largest index offset (from ``base``) where bound r (IX - R + e <= 0) holds."""
-    if (
-        r.kind != "cmp"
-        or r.attrs[:2] != ("le", "s")
-        or r.kids[0].kind != "ixform"
-        or r.kids[0].attrs != (1, 1)
-    ):
+    form = bound_form(r)
+    if form is None or form[0] != base:
         return None
-    R, e = (k.poly for k in r.kids[0].kids)
-    if R is None or e is None or not e.is_const() or R != base:
-        return None
-    return -e.const_value()
+    return -form[1]
 
 
 def _rebuild(n: Node, m: bytes, col: Collapser, memo: dict[bytes, Node]) -> Node:

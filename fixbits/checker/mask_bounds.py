@@ -38,52 +38,49 @@ def wrapped(a: Node, b: Node) -> list[Node] | None:
     return None
 
 
-def holds_on(r: Node, start: Poly, height: int) -> bool:
-    """``r`` (leaf_pred.index_bound's form: IX - R + e <= 0) at every index of [start, start +
-    2^height) at every thread: start - R is a constant plus thread bits."""
+def bound_form(r: Node) -> tuple[Poly, int] | None:
+    """(R, e) of a bound in leaf_pred.index_bound's form, IX - R + e <= 0; None otherwise."""
     if (
         r.kind != "cmp"
         or r.attrs[:2] != ("le", "s")
         or r.kids[0].kind != "ixform"
         or r.kids[0].attrs != (1, 1)
     ):
-        return False
+        return None
     R, e = (k.poly for k in r.kids[0].kids)
     if R is None or e is None or not e.is_const():
-        return False
+        return None
+    return R, e.const_value()
+
+
+def _extent(r: Node, start: Poly, height: int) -> tuple[int, int] | None:
+    """The least and greatest IX - R + e over [start, start + 2^height) at every thread, where
+    start - R is a constant plus thread bits; None otherwise."""
+    form = bound_form(r)
+    if form is None:
+        return None
+    R, e = form
     d = start - R
-    hi = d.terms.get((), 0) + (1 << height) - 1
+    lo = hi = d.terms.get((), 0) + e
     for m, c in d.terms.items():
         if not m:
             continue
         if len(m) != 1 or not is_bit_symbol(m[0]):
-            return False
-        hi += max(c, 0)
-    return hi + e.const_value() <= 0
+            return None
+        lo, hi = lo + min(c, 0), hi + max(c, 0)
+    return lo, hi + (1 << height) - 1
+
+
+def holds_on(r: Node, start: Poly, height: int) -> bool:
+    """Bound ``r`` true at every index of [start, start + 2^height) at every thread."""
+    got = _extent(r, start, height)
+    return got is not None and got[1] <= 0
 
 
 def fails_on(r: Node, start: Poly, height: int) -> bool:
-    """Bound ``r`` (IX - R + e <= 0) false at every index of [start, start + 2^height) at every
-    thread: start - R is a constant plus thread bits."""
-    if (
-        r.kind != "cmp"
-        or r.attrs[:2] != ("le", "s")
-        or r.kids[0].kind != "ixform"
-        or r.kids[0].attrs != (1, 1)
-    ):
-        return False
-    R, e = (k.poly for k in r.kids[0].kids)
-    if R is None or e is None or not e.is_const():
-        return False
-    d = start - R
-    lo = d.terms.get((), 0)
-    for m, c in d.terms.items():
-        if not m:
-            continue
-        if len(m) != 1 or not is_bit_symbol(m[0]):
-            return False
-        lo += min(c, 0)
-    return lo + e.const_value() > 0
+    """Bound ``r`` false at every index of [start, start + 2^height) at every thread."""
+    got = _extent(r, start, height)
+    return got is not None and got[0] > 0
 
 
 def bounded_in(n: Node, out: list[Node]) -> None:
