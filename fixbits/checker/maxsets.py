@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fixbits.checker.forms import Poly, is_bit_symbol
+from fixbits.checker.forms import Poly, add_terms, is_bit_symbol
 from fixbits.checker.mask_bounds import bounded_in, fails_on, holds_on, replace_node, wrapped
 from fixbits.checker.node import Node, int_node
 
@@ -87,6 +87,12 @@ class SetProver:
                 parts.append(s.elems)
                 for d, m in s.pads:
                     pads[d] = pads.get(d, 0) | m
+            bit = _butterfly_bit(n)
+            if bit is not None:
+                # x with its butterfly partner over one lane bit: each element's pair is there, so
+                # the union is the set at both values of the bit (expand's rewrite, without its search)
+                x = set(parts[0] if n.kids[0].kind != "shfl" else parts[1])
+                return ElemSet(comb, frozenset(_both(x, bit)), _pads(pads))
             # each part is expanded already: a new pair has an element outside the largest part
             parts.sort(key=len)
             acc = set(parts[-1])
@@ -306,8 +312,11 @@ def set_node(comb: tuple, elems: Iterable[Elem], templates: dict[bytes, Node]) -
     groups: dict[tuple[bytes, tuple], tuple[Poly, set[int]]] = {}
     for t, p in elems:
         c = p.terms.get((), 0)
-        base = p - Poly.const(c) if c else p
-        groups.setdefault((t, base.key()), (base, set()))[1].add(c)
+        bk = tuple(sorted(x for x in p.terms.items() if x[0] != ())) if c else p.key()
+        g = groups.get((t, bk))
+        if g is None:
+            g = groups[(t, bk)] = (p - Poly.const(c) if c else p, set())
+        g[1].add(c)
     kids = []
     for (t, _bk), (base, cs) in sorted(groups.items(), key=lambda kv: (kv[0][0], repr(kv[0][1]))):
         kids.append(Node("elems", (_runs(sorted(cs)),), (templates[t], int_node(base))))
@@ -317,14 +326,19 @@ def set_node(comb: tuple, elems: Iterable[Elem], templates: dict[bytes, Node]) -
 def map_indices(n: Node, f: Callable[[Poly], Poly | None]) -> Node | None:
     """A set node with every element's index mapped through ``f`` (a thread's value of it),
     built again so that equal sets still give equal nodes; None where ``f`` gives None."""
-    elems: set[Elem] = set()
-    templates: dict[bytes, Node] = {}
+    bases = []
     for g in n.kids:
-        tmpl, base = g.kids
-        assert base.poly is not None
-        b = f(base.poly)
+        assert g.kids[1].poly is not None
+        b = f(g.kids[1].poly)
         if b is None:
             return None
+        bases.append(b)
+    if all(b == g.kids[1].poly for b, g in zip(bases, n.kids, strict=True)):
+        return n  # (no index moves: the same set)
+    elems: set[Elem] = set()
+    templates: dict[bytes, Node] = {}
+    for g, b in zip(n.kids, bases, strict=True):
+        tmpl = g.kids[0]
         templates[tmpl.digest] = tmpl
         for first, count in g.attrs[0]:
             elems.update((tmpl.digest, b + Poly.const(first + i)) for i in range(count))
@@ -352,11 +366,10 @@ def expand(elems: set[Elem], todo: list[Elem] | None = None) -> frozenset[Elem]:
                 continue
             out.discard(e)
             out.discard((t, q))
-            for v in (0, 1):
-                new = (t, p.substitute(sym, Poly.const(v)))
-                if new not in out:
-                    out.add(new)
-                    todo.append(new)
+            for r in _at_bit(p, sym):
+                if (t, r) not in out:
+                    out.add((t, r))
+                    todo.append((t, r))
             break
     return frozenset(out)
 
@@ -366,6 +379,50 @@ def _has_bound(n: Node) -> bool:
     if n.kind == "masked" and len(n.kids) == 3:
         return True
     return any(_has_bound(k) for k in n.kids if k.poly is None)
+
+
+def _butterfly_bit(n: Node) -> str | None:
+    """``max(x, shfl.bfly(x, 2^k))`` (either order): the lane bit tx<k>; None otherwise."""
+    if len(n.kids) != 2:
+        return None
+    a, b = n.kids
+    sh, x = (a, b) if a.kind == "shfl" else (b, a)
+    if sh.kind != "shfl" or sh.attrs != ("bfly",) or len(sh.kids) != 4 or sh.kids[0].digest != x.digest:
+        return None
+    off, c, mask = (
+        k.poly.const_value() if k.poly is not None and k.poly.is_const() else None for k in sh.kids[1:]
+    )
+    if off is None or off <= 0 or off >= 32 or off & (off - 1) or c != 31 or mask not in (-1, 0xFFFFFFFF):
+        return None
+    return f"tx{off.bit_length() - 1}"
+
+
+def _both(elems: set[Elem], bit: str) -> set[Elem]:
+    """{p at bit = 0, p at bit = 1} for each element: the union of a set with its flip over the
+    bit, for elements affine in it (any other: the union itself, with its flips)."""
+    from fixbits.checker.balanced import _flip_bit
+
+    out: set[Elem] = set()
+    for t, p in elems:
+        if bit not in p.symbols():
+            out.add((t, p))
+        elif (p.terms.get((bit,)) is not None) and not any(bit in m and m != (bit,) for m in p.terms):
+            out.update((t, q) for q in _at_bit(p, bit))
+        else:
+            q = _flip_bit(p, bit)
+            out.add((t, p))
+            if q is not None:
+                out.add((t, q))
+    return out
+
+
+def _at_bit(p: Poly, bit: str) -> tuple[Poly, Poly]:
+    """p at bit = 0 and at bit = 1, for p affine in the bit (``substitute``'s values, directly)."""
+    c = p.terms[(bit,)]
+    t0 = {m: v for m, v in p.terms.items() if m != (bit,)}
+    t1 = dict(t0)
+    add_terms(t1, (((), c),))
+    return Poly._of(t0), Poly._of(t1)
 
 
 def _pads(pads: dict[bytes, int]) -> tuple[tuple[bytes, int], ...]:
