@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixbits.checker.exp_pads import _is_neg_inf, _pad_term, _strict_sub
+from fixbits.checker.exp_pads import _is_neg_inf, _strict_sub, pad_term
 from fixbits.checker.forms import Poly
 from fixbits.checker.leaf_pred import index_bound
 from fixbits.checker.node import Node, int_node
@@ -23,13 +23,13 @@ def exp_of(x: Node, mul: str = "f32", ex2: str = "approx.f32", c: Node = C) -> N
 
 
 def test_the_padding_term_is_exp_of_minus_inf_minus_the_max():
-    assert _pad_term(exp_of(NEG_INF), M.digest)
+    assert pad_term(exp_of(NEG_INF), M.digest)
     widened = Node("cvt", ("f32.bf16",), (int_node(Poly.const(0xFF80)),))
-    assert _is_neg_inf(widened) and _pad_term(exp_of(widened), M.digest)
-    assert not _pad_term(exp_of(int_node(Poly.const(0))), M.digest)  # +0 - M is no padding
-    assert not _pad_term(exp_of(NEG_INF, mul="sat.f32"), M.digest)  # -inf clamps to 0: 2^0 = 1
-    assert not _pad_term(exp_of(NEG_INF, c=int_node(Poly.const(0xBF800000 - (1 << 32)))), M.digest)  # c < 0
-    assert not _pad_term(exp_of(NEG_INF), b"another max")
+    assert _is_neg_inf(widened) and pad_term(exp_of(widened), M.digest)
+    assert not pad_term(exp_of(int_node(Poly.const(0))), M.digest)  # +0 - M is no padding
+    assert not pad_term(exp_of(NEG_INF, mul="sat.f32"), M.digest)  # -inf clamps to 0: 2^0 = 1
+    assert not pad_term(exp_of(NEG_INF, c=int_node(Poly.const(0xBF800000 - (1 << 32)))), M.digest)  # c < 0
+    assert not pad_term(exp_of(NEG_INF), b"another max")
 
 
 def test_the_stored_value_must_reach_its_element_through_nan_propagating_arithmetic():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fixbits.checker.exp_pads import pad_term
 from fixbits.checker.forms import Poly, add_terms, is_bit_symbol
 from fixbits.checker.leaf_pred import index_bound, is_coordinate_pred, relative_pred
 from fixbits.checker.mask_bounds import bounded_in, fails_on, holds_on, replace_node, wrapped
@@ -86,9 +87,7 @@ class Collapser:
     def _lower(self, s: Span) -> Span:
         """Under a license: ``s`` as the zero span when its template reads one masked load whose
         bound is false at every index of its range and the padding it then reads is the
-        licensed exp(-inf - M) (exp_pads._pad_term); ``s`` otherwise."""
-        from fixbits.checker.exp_pads import _pad_term
-
+        licensed exp(-inf - M) (exp_pads.pad_term); ``s`` otherwise."""
         if s.zero or s.live is not None or self.license is None:
             return s
         found: list[Node] = []
@@ -96,7 +95,7 @@ class Collapser:
         if len(found) != 1:
             return s
         r = found[0].kids[2]
-        if not _pad_term(replace_node(s.template, found[0].digest, found[0].kids[1]), self.license):
+        if not pad_term(replace_node(s.template, found[0].digest, found[0].kids[1]), self.license):
             return s
         if fails_on(r, s.start, s.height):
             return ZERO

@@ -69,7 +69,7 @@ def _positive_const(n: Node) -> bool:
     return n.poly is not None and n.poly.is_const() and 0 < n.poly.const_value() < 0x7F800000
 
 
-def _pad_term(n: Node, m: bytes, col: Collapser | None = None) -> bool:
+def pad_term(n: Node, m: bytes, col: Collapser | None = None) -> bool:
     """``ex2(c * (-inf - M))`` for this M (its set node's digest; with ``col``, a tree that
     collapses to it), c > 0 finite."""
     if n.kind != "ex2" or not n.attrs or n.attrs[0] not in _EX2 or len(n.kids) != 1:
@@ -166,7 +166,7 @@ def _rebuild(n: Node, m: bytes, col: Collapser, memo: dict[bytes, Node]) -> Node
     got = memo.get(n.digest)
     if got is not None:
         return got
-    if _pad_term(n, m, col):
+    if pad_term(n, m, col):
         out = ZERO
     else:
         kids = tuple(_rebuild(k, m, col, memo) for k in n.kids)

@@ -1,20 +1,27 @@
 """Order-free max / min reductions as the set of elements they select from.
 
 PTX defines ``max`` and ``min`` on floats as a total order with NaN as a missing value
-(``.NaN``: NaN absorbs) and +0.0 above -0.0 (PTX ISA 9.1, "Floating Point Instructions: max").
-Either way the instruction is commutative, associative and idempotent, so any tree of one such
-instruction over a set of elements returns the same bits, whatever its shape and however often
-an element enters it. A row max of a softmax is such a tree, and its shape moves with the layout
-(per-thread chains, butterflies, a cross-warp exchange). So instead of its shape the signature
-keeps its combine and the set of elements it reads: two layouts that read the same set meet.
-``.abs`` with ``.xorsign`` is not idempotent (an element met twice loses its sign), ``.relu``
-clamps, and the packed x2 forms are split into halves by the walk: those stay trees.
+(``.NaN``: NaN absorbs) and +0.0 above -0.0 (PTX ISA 9.1, "Floating Point Instructions: max");
+session 21's H200 probe found them commutative and associative on raw bits. A tree of one such
+instruction over at least two leaves is then a function of the set of values it reads: the
+greatest non-NaN one, or the canonical NaN when all are NaN (its root combines two NaNs), with
+``.NaN`` any NaN giving the canonical NaN. Its shape and how often an element enters it do not
+matter. A row max of a softmax is such a tree, and its shape moves with the layout (per-thread
+chains, butterflies, a cross-warp exchange). So instead of its shape the signature keeps its
+combine and the set of elements it reads: two layouts that read the same set meet. ``.abs`` with
+``.xorsign`` is not such a function (an element met twice loses its sign), ``.relu`` clamps, and
+the packed x2 forms are split into halves by the walk: those stay trees.
 
 A set is a function of the thread: each element is (template, index polynomial), and a
 butterfly renames the partner's lane bits. ``{p, p with bit b flipped}`` equals
 ``{p at b = 0, p at b = 1}`` at every thread, which is how the sets of a butterfly lose their
 lane bits; a cross-warp read renames the writer's bits as ``balanced.xwarp_slots`` proves for
 balanced spans. Only equal sets meet, so a set this module cannot prove stays a tree.
+
+Launch-specialised walks add two exact rewrites: a padding value (the register a masked load
+leaves) that every thread's set holds is an element of the set; and an element that reads a
+masked load is written as the padding where the load's bound fails at its index, and as the
+masked template where a plain load's index is inside the bound (mask_bounds.py).
 """
 
 from __future__ import annotations
