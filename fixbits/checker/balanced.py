@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from fixbits.checker.exp_pads import pad_term
 from fixbits.checker.forms import Poly, add_terms, is_bit_symbol
 from fixbits.checker.leaf_pred import index_bound, is_coordinate_pred, relative_pred
-from fixbits.checker.mask_bounds import bounded_in, fails_on, holds_on, replace_node, wrapped
+from fixbits.checker.mask_bounds import fails_on, holds_on, masked_in, replace_node, wrapped
 from fixbits.checker.maxsets import SET_KINDS, SetProver
 from fixbits.checker.node import Node, int_node
 from fixbits.checker.pads import RN_F32, contractable, is_zero, nonneg
@@ -68,11 +68,19 @@ class Collapser:
         self.memo: dict[bytes, Span | None] = {}
         self.out_memo: dict[bytes, Node] = {}
         self.free_memo: dict[bytes, bool] = {}
+        self.slot_memo: dict[bytes, Slots | None] = {}
+        self.rebuild_memo: dict[bytes, Node] = {}  # (exp_pads._rebuild, in a licensed copy)
         self.sets = SetProver(self, masked_false if pads else None, nbits)
         # exp_pads.licensed: a copy whose spans read a softmax's exp(-inf - M) padding as +0
         self.license: bytes | None = None
         self._licensed: dict[bytes, Collapser] = {}
         self._args = (pads, masked_false, nbits, masked_preds)
+
+    def slots(self, n: Node) -> Slots | None:
+        """``xwarp_slots(n)``, once per read (the span proof and the set prover both ask)."""
+        if n.digest not in self.slot_memo:
+            self.slot_memo[n.digest] = xwarp_slots(n)
+        return self.slot_memo[n.digest]
 
     def licensed(self, m: bytes) -> Collapser:
         """A collapser for the roots exp_pads.fold has proven NaN wherever M is -inf or NaN:
@@ -90,8 +98,7 @@ class Collapser:
         licensed exp(-inf - M) (exp_pads.pad_term); ``s`` otherwise."""
         if s.zero or s.live is not None or self.license is None:
             return s
-        found: list[Node] = []
-        bounded_in(s.template, found)
+        found = masked_in(s.template)
         if len(found) != 1:
             return s
         r = found[0].kids[2]
@@ -293,7 +300,7 @@ class Collapser:
         """A shared-memory read of balanced partials: each reader address must hit exactly one
         store of the latest generation; the writer's thread bits are renamed as the reader's,
         and the reader bits that choose between stores must move the start affinely."""
-        slots = xwarp_slots(n)
+        slots = self.slots(n)
         if slots is None:
             return None
         lb, free, picks = slots
@@ -422,7 +429,10 @@ class Collapser:
         return out
 
 
-def xwarp_slots(n: Node) -> tuple[dict[int, str], list[int], list[tuple[int, Node, dict[str, Poly]]]] | None:
+Slots = tuple[dict[int, str], list[int], list[tuple[int, Node, dict[str, Poly]]]]
+
+
+def xwarp_slots(n: Node) -> Slots | None:
     """Which store of the latest generation each reader of a shared read ``n`` meets: (the
     reader address's bits, the reader bits that pick the store, and per assignment of those bits
     the stored tree with the writer's bits as the reader sees them); None when some reader

@@ -48,7 +48,7 @@ def fold(raw: Node, value: Node, col: Collapser, storers: int | None = None) -> 
     if not _member(x, m, col, storers):
         return value
     lic = col.licensed(m.digest)
-    out = lic.collapse(_rebuild(raw, m.digest, col, {}))
+    out = lic.collapse(_rebuild(raw, m.digest, col, lic.rebuild_memo))  # (roots share their sums)
     return value if out.digest == value.digest else out
 
 

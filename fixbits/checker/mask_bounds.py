@@ -83,24 +83,36 @@ def fails_on(r: Node, start: Poly, height: int) -> bool:
     return got is not None and got[0] > 0
 
 
-def bounded_in(n: Node, out: list[Node]) -> None:
-    """The masked loads with a launch bound a template reads itself (not those of a set it
-    holds: a row max read by every element)."""
-    if n.kind == "selset":
+def masked_in(n: Node, arity: int = 3) -> list[Node]:
+    """The distinct masked loads a value reads itself (not those of a set it holds: a row max
+    read by every element): with ``arity`` 3 those with a launch bound, 2 as the walk built them."""
+    out: dict[bytes, Node] = {}
+    _masked_in(n, arity, out, set())
+    return list(out.values())
+
+
+def _masked_in(n: Node, arity: int, out: dict[bytes, Node], seen: set[bytes]) -> None:
+    if n.digest in seen or n.poly is not None or n.kind == "selset":
         return
-    if n.kind == "masked" and len(n.kids) == 3:
-        if all(x.digest != n.digest for x in out):
-            out.append(n)
+    seen.add(n.digest)
+    if n.kind == "masked":
+        if len(n.kids) == arity:
+            out[n.digest] = n
         return
     for k in n.kids:
-        if k.poly is None:
-            bounded_in(k, out)
+        _masked_in(k, arity, out, seen)
 
 
-def replace_node(n: Node, digest: bytes, by: Node) -> Node:
+def replace_node(n: Node, digest: bytes, by: Node, memo: dict[bytes, Node] | None = None) -> Node:
+    """``n`` with the subtree ``digest`` replaced by ``by`` (not inside a set it holds)."""
     if n.digest == digest:
         return by
     if not n.kids or n.poly is not None or n.kind == "selset":
         return n
-    kids = tuple(replace_node(k, digest, by) for k in n.kids)
-    return n if all(a is b for a, b in zip(kids, n.kids, strict=True)) else Node(n.kind, n.attrs, kids)
+    memo = {} if memo is None else memo
+    got = memo.get(n.digest)
+    if got is None:
+        kids = tuple(replace_node(k, digest, by, memo) for k in n.kids)
+        got = n if all(a is b for a, b in zip(kids, n.kids, strict=True)) else Node(n.kind, n.attrs, kids)
+        memo[n.digest] = got
+    return got

@@ -15,7 +15,7 @@ the packed x2 forms are split into halves by the walk: those stay trees.
 A set is a function of the thread: each element is (template, index polynomial), and a
 butterfly renames the partner's lane bits. ``{p, p with bit b flipped}`` equals
 ``{p at b = 0, p at b = 1}`` at every thread, which is how the sets of a butterfly lose their
-lane bits; a cross-warp read renames the writer's bits as ``balanced.xwarp_slots`` proves for
+lane bits; a cross-warp read renames the writer's bits as ``Collapser.slots`` proves for
 balanced spans. Only equal sets meet, so a set this module cannot prove stays a tree.
 
 Launch-specialised walks add two exact rewrites: a padding value (the register a masked load
@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fixbits.checker.forms import Poly, add_terms, is_bit_symbol
-from fixbits.checker.mask_bounds import bounded_in, fails_on, holds_on, replace_node, wrapped
+from fixbits.checker.mask_bounds import fails_on, holds_on, masked_in, replace_node, wrapped
 from fixbits.checker.node import Node, int_node
+from fixbits.checker.pads import const_of, is_bit_move
 
 if TYPE_CHECKING:
     from fixbits.checker.balanced import Collapser
@@ -134,15 +135,13 @@ class SetProver:
         )
 
     def _shfl(self, n: Node) -> ElemSet | None:
-        from fixbits.checker.balanced import _const, _flip_bit
+        from fixbits.checker.balanced import _flip_bit
 
-        if n.attrs != ("bfly",) or len(n.kids) != 4:
+        if not is_bit_move(n):
             return None
-        x, b, c, mask = n.kids
-        off = _const(b)
-        if off is None or not (0 < off < 32 and _const(c) == 31 and _const(mask) in (-1, 0xFFFFFFFF)):
-            return None
-        s = self.of(x)
+        off = const_of(n.kids[1])
+        assert off is not None
+        s = self.of(n.kids[0])
         if s is None:
             return None
         out = set()
@@ -160,9 +159,9 @@ class SetProver:
         return ElemSet(s.comb, frozenset(out), pads)
 
     def _xwarp(self, n: Node) -> ElemSet | None:
-        from fixbits.checker.balanced import rename_bits, xwarp_slots
+        from fixbits.checker.balanced import rename_bits
 
-        slots = xwarp_slots(n)
+        slots = self.col.slots(n)
         if slots is None:
             return None
         lb, free, picks = slots
@@ -223,8 +222,7 @@ class SetProver:
         out = set()
         for t, p in elems:
             tmpl = self.templates[t]
-            found: list[Node] = []
-            bounded_in(tmpl, found)
+            found = masked_in(tmpl)
             if len(found) == 1 and fails_on(found[0].kids[2], p, 0):
                 # a masked load whose bound is false here reads the register's padding
                 pad = self.col.collapse(replace_node(tmpl, found[0].digest, found[0].kids[1]))
@@ -246,15 +244,14 @@ class SetProver:
         off in every block; () when not known."""
         if not self.masked_false:
             return ()
-        found: dict[bytes, Node] = {}
-        _masked_in(n, found, set())
-        if len(found) != 1:
+        found = masked_in(n, 2)
+        if len(found) != 1 or masked_in(n, 3):
             return ()
-        (mk,) = found.values()
+        (mk,) = found
         f = self.masked_false.get(mk.digest, 0)
-        if not f or len(mk.kids) != 2:
+        if not f:
             return ()
-        pad = self.col.collapse(_replace(n, mk.digest, mk.kids[1], {}))
+        pad = self.col.collapse(replace_node(n, mk.digest, mk.kids[1]))
         if not self.col.thread_free(pad):
             return ()
         self.templates[pad.digest] = pad
@@ -394,12 +391,10 @@ def _butterfly_bit(n: Node) -> str | None:
         return None
     a, b = n.kids
     sh, x = (a, b) if a.kind == "shfl" else (b, a)
-    if sh.kind != "shfl" or sh.attrs != ("bfly",) or len(sh.kids) != 4 or sh.kids[0].digest != x.digest:
+    if not is_bit_move(sh) or sh.kids[0].digest != x.digest:
         return None
-    off, c, mask = (
-        k.poly.const_value() if k.poly is not None and k.poly.is_const() else None for k in sh.kids[1:]
-    )
-    if off is None or off <= 0 or off >= 32 or off & (off - 1) or c != 31 or mask not in (-1, 0xFFFFFFFF):
+    off = const_of(sh.kids[1])
+    if not off or off & (off - 1):
         return None
     return f"tx{off.bit_length() - 1}"
 
@@ -447,31 +442,6 @@ def _xor_threads(mask: int, off: int, nbits: int) -> int:
         if mask >> (t ^ off) & 1:
             out |= 1 << t
     return out
-
-
-def _masked_in(n: Node, found: dict[bytes, Node], seen: set[bytes]) -> None:
-    """The masked loads a per-element value reads (no exchange or combine crossed)."""
-    if n.digest in seen or n.poly is not None:
-        return
-    seen.add(n.digest)
-    if n.kind == "masked":
-        found[n.digest] = n
-        return
-    for k in n.kids:
-        _masked_in(k, found, seen)
-
-
-def _replace(n: Node, digest: bytes, by: Node, memo: dict[bytes, Node]) -> Node:
-    if n.digest == digest:
-        return by
-    if not n.kids:
-        return n
-    got = memo.get(n.digest)
-    if got is None:
-        kids = tuple(_replace(k, digest, by, memo) for k in n.kids)
-        got = n if all(a is b for a, b in zip(kids, n.kids, strict=True)) else Node(n.kind, n.attrs, kids)
-        memo[n.digest] = got
-    return got
 
 
 def _shift(a: frozenset[Elem], b: frozenset[Elem]) -> Poly | None:

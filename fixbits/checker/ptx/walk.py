@@ -346,23 +346,22 @@ class PTXWalk(Walk):
         nb = self._thread_bits()
         tv = thread_truths(p, self.grid, nb) if nb is not None else None
         f = 0 if tv is None else sum(1 << t for t, v in enumerate(tv) if v is False)
-        prev = self.masked_false.get(node.digest)
-        self.masked_false[node.digest] = f if prev is None else prev & f
-        had = self.masked_preds.get(node.digest, p)
-        self.masked_preds[node.digest] = p if had is not None and had.digest == p.digest else None
+        self._merge_masked(node.digest, f, p)
+
+    def _merge_masked(self, digest: bytes, f: int, p: Node | None) -> None:
+        """One node met again: false threads are those false for both, and a second predicate
+        that is not the first leaves none."""
+        prev = self.masked_false.get(digest)
+        self.masked_false[digest] = f if prev is None else prev & f
+        had = self.masked_preds.get(digest, p)
+        self.masked_preds[digest] = p if p is not None and had is not None and had.digest == p.digest else None
 
     def slice_of(self, v: Node, off: int, width: int) -> Node:
         """``mk_slice``, with a masked load's launch facts (masked_false, masked_preds) carried
         to the masked load of the slice: the same instruction, the same predicate."""
         out = mk_slice(v, off, width)
         if self.spec and v.kind == "masked" and out.kind == "masked" and v.digest in self.masked_preds:
-            f = self.masked_false.get(v.digest, 0)
-            prev = self.masked_false.get(out.digest)
-            self.masked_false[out.digest] = f if prev is None else prev & f
-            p = self.masked_preds[v.digest]
-            had = self.masked_preds.get(out.digest, p)
-            same = p is not None and had is not None and had.digest == p.digest
-            self.masked_preds[out.digest] = p if same else None
+            self._merge_masked(out.digest, self.masked_false.get(v.digest, 0), self.masked_preds[v.digest])
         return out
 
     def _note_read(self, node: Node, facts: ReadFacts | None) -> None:
