@@ -57,8 +57,8 @@ DEVICE = "cuda"
 @dataclass(frozen=True)
 class Pair:
     """The dtype pair timed (--pair). cuBLAS is called as PyTorch calls it: torch.mm for 16-bit
-    inputs; for fp8, torch._scaled_mm on a column-major B made once outside the timing (the TN
-    form cuBLASLt's fp8 path takes). Bytes are compared with what the arch profile was built
+    inputs; for fp8, torch._scaled_mm on the same K-major B that fixbits.matmul reads (the TN
+    form cuBLASLt's fp8 path takes; see operands). Bytes are compared with what the arch profile was built
     against: the same torch.mm, or for fp8 cuBLASLt through fixbits' own binding."""
 
     in_dtype: str = "fp16"
@@ -85,7 +85,10 @@ PAIR = Pair()
 
 def operands(m: int, n: int, k: int, g):
     """A (m, k) and B (k, n), row-major (the profile's layout), standard normal values in the
-    pair's input dtype (fp8: drawn in fp32 and rounded)."""
+    pair's input dtype (fp8: drawn in fp32 and rounded). fp8's B is K-major, the transpose of a
+    row-major (n, k): the layout of an fp8 weight (nn.Linear's (N, K)) and the TN form that
+    cuBLASLt's fp8 path takes, so both sides read the same tensor (fp8 wgmma reads B K-major
+    only: an N-major B costs the Triton kernel a byte transpose through shared memory each turn)."""
     import torch
 
     from fixbits.kernels._host import torch_dtype
@@ -93,7 +96,7 @@ def operands(m: int, n: int, k: int, g):
     dt = torch_dtype(PAIR.in_dtype)
     if PAIR.fp8:
         a = torch.randn((m, k), device=DEVICE, generator=g).to(dt)
-        return a, torch.randn((k, n), device=DEVICE, generator=g).to(dt)
+        return a, torch.randn((n, k), device=DEVICE, generator=g).to(dt).t()
     a = torch.randn((m, k), device=DEVICE, dtype=dt, generator=g)
     return a, torch.randn((k, n), device=DEVICE, dtype=dt, generator=g)
 
@@ -504,7 +507,7 @@ def run_precompile(shapes, fused_shapes, bench, workers: int, timeout_s: float) 
         seed = tuple(c for c in [seeds.get((m, n, k))] if c is not None)
         for cfg in candidates(m, n, k, getattr(bench, "tune_limit", 0), seed, PAIR.in_dtype):
             for ep in dict.fromkeys(eps):
-                jobs.append(CompileJob(m, n, k, desc, ep, tuple(cfg.to_dict().items()), PAIR.out_dtype))
+                jobs.append(CompileJob(m, n, k, desc, ep, tuple(cfg.to_dict().items()), PAIR.out_dtype, PAIR.fp8))
     sms = num_sms(torch.device(DEVICE)) if DEVICE == "cuda" else 132
     rep = precompile(jobs, workers=workers if workers > 0 else None, sms=sms,
                      timeout_s=timeout_s)  # fmt: skip

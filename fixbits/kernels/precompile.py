@@ -79,7 +79,9 @@ def epilogue_ops(name: str) -> tuple[EpilogueOp, ...]:
 
 @dataclass(frozen=True)
 class CompileJob:
-    """One fixbits.matmul call to compile: row-major A (m, k) and B (k, n)."""
+    """One fixbits.matmul call to compile: row-major A (m, k) and B (k, n), or with b_kmajor B
+    as the transpose of a row-major (n, k) (an nn.Linear weight; fp8's TN form): the TMA body
+    then loads B^T, a kernel of its own."""
 
     m: int
     n: int
@@ -88,6 +90,7 @@ class CompileJob:
     epilogue: str = "none"
     config: tuple[tuple[str, int], ...] = ()  # KernelConfig fields (empty: the tuned/default config)
     out_dtype: str = "fp16"
+    b_kmajor: bool = False
 
     def dedup_key(self, sms: int = 132) -> tuple[Any, ...]:
         """Jobs with equal keys compile the same kernels: the binder sees an int only as ==1
@@ -99,7 +102,14 @@ class CompileJob:
             km, kn = (self.n, self.m) if cfg.get("SWAP_AB") else (self.m, self.n)
             ints.append(min(-(-km // bm) * -(-kn // bn), sms * cfg["PERSISTENT"]))
         spec = tuple((v == 1, v % 16 == 0) for v in ints)
-        return (self.desc.short_hash, self.epilogue, tuple(sorted(cfg.items())), spec, self.out_dtype)
+        return (
+            self.desc.short_hash,
+            self.epilogue,
+            tuple(sorted(cfg.items())),
+            spec,
+            self.out_dtype,
+            self.b_kmajor,
+        )
 
 
 def run_job(job: CompileJob) -> None:
@@ -112,7 +122,10 @@ def run_job(job: CompileJob) -> None:
     dt = torch_dtype(job.desc.in_dtype)
     odt = torch_dtype(job.out_dtype)
     a = torch.empty((job.m, job.k), dtype=dt, device="meta")
-    b = torch.empty((job.k, job.n), dtype=dt, device="meta")
+    if job.b_kmajor:
+        b = torch.empty((job.n, job.k), dtype=dt, device="meta").t()
+    else:
+        b = torch.empty((job.k, job.n), dtype=dt, device="meta")
     side = dict(
         bias=torch.empty((job.n,), dtype=odt, device="meta"),
         residual=torch.empty((job.m, job.n), dtype=odt, device="meta"),

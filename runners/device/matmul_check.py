@@ -14,7 +14,8 @@ reported as ``not_in_profile``, one whose profile descriptor no fixbits kernel r
 (ordinary and wide exponents alternating, counter-hash operands drawn on the GPU, seeds printed)
 through ``fixbits.matmul(a, b, out_dtype=...)`` and through cuBLAS (torch.mm / cuBLASLt's own
 pick; fp8 through fixbits's cuBLASLt binding, fuzz draws carried to K % 16 == 0 and N % 4 == 0),
-and every output element's bits are compared. The cuBLAS kernels one call launches are
+and every output element's bits are compared (fp8: once with B row-major and once K-major, an fp8
+weight's layout, which the kernel loads by TMA as B^T: another kernel). The cuBLAS kernels one call launches are
 recorded (torch.profiler, draw 0 redone) once per heuristic answer and for every shape that
 differs, after each pair's sweep, in a few profiler sessions of many calls (fixbits.cublas.profile.
 profile_calls): a session per call was 312 s of a 507 s run (matmul_check_s8).
@@ -218,6 +219,8 @@ def precompile_rows(rows: list[dict[str, Any]], workers: int, timeout_s: float, 
             key = (choose_kernel(d, r["m"], r["n"]).family, d.in_dtype, d.out_dtype)
             cfg = tuple(best_config(key, r["m"], r["n"], r["k"]).to_dict().items())
         jobs.append(CompileJob(r["m"], r["n"], r["k"], d, "none", cfg, out_dtype=d.out_dtype))
+        if d.in_dtype.startswith("fp8"):  # compare() runs B K-major too
+            jobs.append(CompileJob(r["m"], r["n"], r["k"], d, "none", cfg, out_dtype=d.out_dtype, b_kmajor=True))
     rep = precompile(jobs, workers=workers, sms=num_sms(torch.device("cuda")), timeout_s=timeout_s)
     log(
         f"[precompile] {rep.jobs} calls, {rep.unique} kernels, {rep.compiled} compiled, "
@@ -300,6 +303,10 @@ def compare(row: dict[str, Any], draws: int, pending: dict[PendingKey, Redo]) ->
         ours = matmul(a, b, out_dtype=od)
         ref = reference(a, b, dt, od)
         ndiff += compare_bits(ours, ref).n_diff  # raw bits; raises on a dtype or shape mismatch
+        if dt.startswith("fp8"):  # and B K-major, an fp8 weight's layout: another kernel (B^T by TMA)
+            del ours
+            ours = matmul(a, b.t().contiguous().t(), out_dtype=od)
+            ndiff += compare_bits(ours, ref).n_diff
         nonzero += int((ref != 0).sum().item())
         del ours
     row["draws"] = draws
