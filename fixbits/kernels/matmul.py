@@ -182,6 +182,10 @@ def matmul(
 
     ``desc`` skips the profile route (tests, and GPUs without a profile); its epilogue is
     replaced by ``epilogue`` when one is given. ``config`` pins the speed knobs.
+
+    For fp8 pass B K-major (``w.t()`` of a row-major (N, K) weight, as torch._scaled_mm
+    requires): fp8 wgmma reads B K-major only, so any other layout gets the same bytes at about
+    a third of the speed (Triton transposes each B tile; benchmarks/gemm/h100/s26).
     """
     if fallback not in FALLBACKS:
         raise ValueError(f"fallback={fallback!r}; supported: {', '.join(FALLBACKS)}")
