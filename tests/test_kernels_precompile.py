@@ -91,8 +91,45 @@ def test_split_k_launches_are_precompiled_too(tmp_path: Path, monkeypatch: pytes
     a, b = torch.randn((16, 1000), generator=g).half(), torch.randn((1000, 128), generator=g).half()
     with Sm90Driver() as drv:
         for ep in ("none", "bias"):
-            matmul(a, b, desc=d, epilogue=epilogue_ops(ep), config=cfg, bias=torch.randn(128, generator=g).half())
+            matmul(
+                a, b, desc=d, epilogue=epilogue_ops(ep), config=cfg, bias=torch.randn(128, generator=g).half()
+            )
     hashes = [h for h, *_ in drv.launches]
     assert len(hashes) == 4 and len(set(hashes)) == 3  # one part kernel, two merge kernels
     assert {_base32(h) for h in hashes} <= before
     assert _dirs(cache) == before
+
+
+def test_kmajor_fp8_b_is_precompiled_as_its_own_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fp8 B K-major (an nn.Linear weight, w.t()) takes the TMA body that loads B^T: another
+    kernel than B row-major. A ``b_kmajor`` job compiles exactly that one, so a benchmark that
+    hands fixbits.matmul a K-major B finds its kernel compiled."""
+    from triton.runtime.cache import _base32
+
+    import fixbits.kernels.single_pass as sp
+    from fixbits.kernels.matmul import matmul
+
+    d = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=32, in_dtype="fp8_e4m3", out_dtype="fp32",
+                 use_fast_accum=False, promotion_interval=4, k_loop_step=128)  # fmt: skip
+    cfg = KernelConfig(BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=4, num_stages=4, USE_TMA=1)
+    m, n, k = 128, 256, 512
+    jobs = [
+        CompileJob(m, n, k, d, "none", tuple(cfg.to_dict().items()), "fp32", b_kmajor=kmaj)
+        for kmaj in (False, True)
+    ]
+    assert jobs[0].dedup_key() != jobs[1].dedup_key()
+    cache = tmp_path / "triton"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
+    report = precompile(jobs[1:], workers=1, timeout_s=600)
+    assert report.errors == () and report.compiled == 1
+    before = _dirs(cache)
+    monkeypatch.setattr(sp, "tma_descriptors", functools.partial(sp.tma_descriptors, require_cuda=False))
+    g = torch.Generator().manual_seed(11)
+    a = torch.randn((m, k), generator=g).to(torch.float8_e4m3fn)
+    w = torch.randn((n, k), generator=g).to(torch.float8_e4m3fn)
+    with Sm90Driver() as drv:
+        matmul(a, w.t(), desc=d, config=cfg, out_dtype="fp32")
+    assert len(drv.launches) == 1 and _base32(drv.launches[0][0]) in before
+    assert _dirs(cache) == before  # the K-major launch compiled nothing new
