@@ -144,6 +144,10 @@ def _check_against_cublas(m: int, n: int, k: int, dtype: str, out: str, seed: in
         want = _reference(a, b, dtype, out)
         assert_bitwise_equal(ours, want, context={"shape": (m, n, k), "dtype": f"{dtype}->{out}", "kind": kind,
                                                   "seed": s})  # fmt: skip
+        if dtype.startswith("fp8"):  # B K-major too, an fp8 weight's layout: the kernel that loads B^T by TMA
+            ours = matmul(a, b.t().contiguous().t(), out_dtype=out)
+            assert_bitwise_equal(ours, want, context={"shape": (m, n, k), "dtype": f"{dtype}->{out}", "kind": kind,
+                                                      "seed": s, "b": "K-major"})  # fmt: skip
     record_property("draws", len(DRAWS))
 
 
