@@ -133,3 +133,14 @@ def test_kmajor_fp8_b_is_precompiled_as_its_own_kernel(
         matmul(a, w.t(), desc=d, config=cfg, out_dtype="fp32")
     assert len(drv.launches) == 1 and _base32(drv.launches[0][0]) in before
     assert _dirs(cache) == before  # the K-major launch compiled nothing new
+
+
+def test_k_major_copies_only_an_n_major_b() -> None:
+    from fixbits.kernels._host import k_major
+
+    w = torch.arange(12.0).reshape(3, 4)  # (N, K) row-major: w.t() is already K-major
+    wt = w.t()
+    assert k_major(wt) is wt
+    b = w.t().contiguous()  # (K, N) row-major
+    kb = k_major(b)
+    assert kb.stride(0) == 1 and torch.equal(kb.view(torch.int32), b.view(torch.int32))

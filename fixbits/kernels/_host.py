@@ -118,6 +118,13 @@ def dtype_name(dt: torch.dtype) -> str:
     return table[dt]
 
 
+def k_major(b: torch.Tensor) -> torch.Tensor:
+    """B (K, N) with K contiguous (a copy only where it is not): the layout of an nn.Linear
+    weight's transpose, the only one fp8 wgmma reads B in and the TN form cuBLASLt's fp8 path
+    takes. The values, hence the bytes of any product, are B's."""
+    return b if b.stride(0) == 1 else b.t().contiguous().t()
+
+
 def check_operands(desc: GEMMDesc, a: torch.Tensor, b: torch.Tensor) -> tuple[int, int, int]:
     if a.dim() != 2 or b.dim() != 2:
         raise ValueError(f"a and b must be 2-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")

@@ -152,14 +152,13 @@ def cublas_matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: str) -> torch.Ten
     """torch.mm with the requested output dtype (cuBLASLt's own pick; FINDINGS.md)."""
     import torch
 
-    from fixbits.kernels._host import torch_dtype
+    from fixbits.kernels._host import k_major, torch_dtype
 
     odt = torch_dtype(out_dtype)
     if a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
         one = torch.ones((), device=a.device, dtype=torch.float32)
-        if b.stride(0) != 1:  # _scaled_mm takes B column-major only (the TN form cuBLASLt runs)
-            b = b.t().contiguous().t()
-        return torch._scaled_mm(a.contiguous(), b, scale_a=one, scale_b=one, out_dtype=odt)
+        # (_scaled_mm takes B column-major only: the TN form cuBLASLt runs)
+        return torch._scaled_mm(a.contiguous(), k_major(b), scale_a=one, scale_b=one, out_dtype=odt)
     if odt == a.dtype:
         return torch.mm(a, b)
     return torch.mm(a, b, out_dtype=odt)

@@ -293,6 +293,7 @@ def draw_cells(
 def compare(row: dict[str, Any], draws: int, pending: dict[PendingKey, Redo]) -> None:
     """Run the draws of one covered shape; fills outcome, ndiff, nonzero_share and records in
     ``pending`` what profiling its cuBLAS launch needs (done per pair, in few profiler sessions)."""
+    from fixbits.kernels._host import k_major
     from fixbits.kernels.matmul import matmul
     from fixbits.testing import compare_bits
 
@@ -305,7 +306,7 @@ def compare(row: dict[str, Any], draws: int, pending: dict[PendingKey, Redo]) ->
         ndiff += compare_bits(ours, ref).n_diff  # raw bits; raises on a dtype or shape mismatch
         if dt.startswith("fp8"):  # and B K-major, an fp8 weight's layout: another kernel (B^T by TMA)
             del ours
-            ours = matmul(a, b.t().contiguous().t(), out_dtype=od)
+            ours = matmul(a, k_major(b), out_dtype=od)
             ndiff += compare_bits(ours, ref).n_diff
         nonzero += int((ref != 0).sum().item())
         del ours
