@@ -252,6 +252,25 @@ def case_splitk_launcher() -> None:
             w = torch.int16 if odt == torch.float16 else torch.int32
             assert torch.equal(got.view(w), want.view(w)), (d.short_hash, (got - want).abs().max())
         assert bool((want != 0).any()), d.short_hash
+    # fp8 per-MMA split-K parts, plain and swapped (C^T = B^T A^T into a transposed workspace),
+    # B row-major and K-major, reference path and cached launcher, against the emulator
+    from fixbits.emulate import emulate
+
+    d8 = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=32, in_dtype="fp8_e4m3", out_dtype="fp32",
+                  use_fast_accum=False, promotion_interval=4, k_loop_step=128,
+                  k_cuts=(KCut("contiguous", count=3, granule=128),))  # fmt: skip
+    m, n, k = 5, 24, 700
+    a8, b8 = _ints((m, k), "fp8_e4m3", 21), _ints((k, n), "fp8_e4m3", 22)
+    want8 = emulate(d8, a8, b8)
+    ta, tb = _t(a8, "fp8_e4m3"), _t(b8, "fp8_e4m3")
+    for swap in (0, 1):
+        c8 = KernelConfig(BLOCK_M=64, BLOCK_N=16, BLOCK_K=128, GROUP_M=1, num_stages=2, SWAP_AB=swap)
+        for bb in (tb, tb.t().contiguous().t()):
+            _eq(_n(splitk_core(ta, bb, d8, config=c8), "fp32"), want8, f"fp8 split-K swap={swap} reference")
+            for _ in range(2):
+                got = matmul(ta, bb, desc=d8, config=c8)
+                _eq(_n(got, "fp32"), want8, f"fp8 split-K swap={swap} launcher b_stride={bb.stride()}")
+    assert bool((want8 != 0).any())
 
 
 def case_reduce_1block_vs_emulator() -> None:

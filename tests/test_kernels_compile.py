@@ -96,6 +96,43 @@ def test_splitk_parts_keep_the_k_contiguous_operand_on_cp_async_when_told_the_al
     assert ptx[True].count("cp.async.cg") > ptx[False].count("cp.async.cg")
 
 
+@pytest.mark.parametrize("swap", [0, 1], ids=["plain", "swap"])
+@pytest.mark.parametrize("b_kmajor", [False, True], ids=["b_rowmajor", "b_kmajor"])
+def test_fp8_splitk_parts_take_tma_turns_with_e4m3_wgmma(swap: int, b_kmajor: bool) -> None:
+    """fp8 split-K per-MMA parts with USE_TMA load their aligned turns by TMA (swapped or not,
+    B either way round) and keep e4m3 wgmma k32: cuBLASLt's a66-t312-s3 answer for the moe_up
+    shape 16x2048x8192, whose parts took the pointer body up to session 26 (0.06-0.26 of cuBLAS
+    on the H100). Without USE_TMA the same launch has no bulk tensor copy; swapped with B
+    row-major, the kernel's A (B^T) has no unit stride, so no TMA either (the pointer body)."""
+    import torch
+    from _kernels_aot import Sm90Launches
+
+    from fixbits.desc import GEMMDesc, KCut
+    from fixbits.kernels._host import KernelConfig
+    from fixbits.kernels.plan import tensor_core_plan
+    from fixbits.kernels.splitk import launch_parts
+
+    desc = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=32, in_dtype="fp8_e4m3", out_dtype="fp32",
+                    use_fast_accum=False, promotion_interval=4, k_loop_step=128,
+                    k_cuts=(KCut("contiguous", count=3, granule=128),))  # fmt: skip
+    m, n, k = 16, 2048, 8192
+    a = torch.empty((m, k), dtype=torch.float8_e4m3fn, device="meta")
+    b = (torch.empty((n, k), dtype=torch.float8_e4m3fn, device="meta").t() if b_kmajor
+         else torch.empty((k, n), dtype=torch.float8_e4m3fn, device="meta"))  # fmt: skip
+    ws = torch.empty((3, m, n), dtype=torch.float32, device="meta")
+    plan = tensor_core_plan(desc, k)
+    ptx = {}
+    for tma in (1, 0):
+        cfg = KernelConfig(BLOCK_M=64, BLOCK_N=16, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4,
+                           USE_TMA=tma, SWAP_AB=swap)  # fmt: skip
+        with Sm90Launches() as got:
+            launch_parts(desc, plan, a, b, ws, cfg)
+        ptx[tma] = str(got.kernels[0].asm["ptx"])
+    assert ("cp.async.bulk.tensor" in ptx[1]) == (b_kmajor or not swap)
+    assert "cp.async.bulk.tensor" not in ptx[0]
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k32\.f32\.e4m3\.e4m3", ptx[1])
+
+
 def _tile_ptx(cfg: object, m: int, n: int, k: int, *, out_dtype: str = "fp16", b_t: bool = False,
               epilogue: tuple = ()) -> str:  # fmt: skip
     """PTX of the single-pass kernel that the reference host path (launch_tile_kernel) launches

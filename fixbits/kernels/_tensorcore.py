@@ -320,27 +320,34 @@ def chain(
 
 
 @triton.jit
-def part_value(
-    a_rows,
-    b_cols,
-    runs_ptr,
-    r_lo,
-    r_hi,
-    sak,
-    sbk,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    STEP: tl.constexpr,
-    IK: tl.constexpr,
-    HWK: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    PROMO: tl.constexpr,
-    GROUPS: tl.constexpr,
-    RES_FIRST: tl.constexpr,
-    HAS_INNER: tl.constexpr,
+def chain_routed(
+    acc, a_rows, b_cols, a_desc, b_desc, off_m, off_n, s, e, sak, sbk,
+    STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, BLOCK_K: tl.constexpr, PROMO: tl.constexpr,
+    GROUPS: tl.constexpr, RES_FIRST: tl.constexpr, USE_TMA: tl.constexpr, B_TRANS: tl.constexpr,
     NUM_STAGES: tl.constexpr,
+):  # fmt: skip
+    """The chain over [s, e) by the body the launch picked (USE_TMA: whole turns by TMA for the
+    tile at (off_m, off_n); else pointer loads): the same dots in the same order either way."""
+    if USE_TMA and PROMO == 0:
+        acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, off_m, off_n, s, e, sak, sbk,
+                             STEP, IK, HWK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
+    elif USE_TMA:
+        TURN: tl.constexpr = GROUPS * PROMO * IK  # a TMA turn (single_pass.tma_k)
+        acc = chain_promoted_tma(acc, a_rows, b_cols, a_desc, b_desc, off_m, off_n, s, e, sak, sbk,
+                                 STEP, IK, HWK, PROMO, TURN, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
+    else:
+        acc = chain(acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, NUM_STAGES)
+    return acc
+
+
+@triton.jit
+def part_value(
+    a_rows, b_cols, a_desc, b_desc, off_m, off_n, runs_ptr, r_lo, r_hi, sak, sbk,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr,
+    BLOCK_K: tl.constexpr, PROMO: tl.constexpr, GROUPS: tl.constexpr, RES_FIRST: tl.constexpr,
+    HAS_INNER: tl.constexpr, USE_TMA: tl.constexpr, B_TRANS: tl.constexpr, NUM_STAGES: tl.constexpr,
     RUN_ALIGN: tl.constexpr = 1,
-):
+):  # fmt: skip
     """One level-0 part: its innermost chains (runs r_lo..r_hi of the table), each from +0,
     summed in order from +0 in fp32 when there is an inner level. RUN_ALIGN divides every run
     bound (TensorCorePlan.run_align): a codegen hint only."""
@@ -348,23 +355,10 @@ def part_value(
     for r in range(r_lo, r_hi):
         s = tl.multiple_of(tl.load(runs_ptr + 2 * r), RUN_ALIGN)
         e = tl.multiple_of(tl.load(runs_ptr + 2 * r + 1), RUN_ALIGN)
-        sub = chain(
-            tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32),
-            a_rows,
-            b_cols,
-            s,
-            e,
-            sak,
-            sbk,
-            STEP,
-            IK,
-            HWK,
-            BLOCK_K,
-            PROMO,
-            GROUPS,
-            RES_FIRST,
-            NUM_STAGES,
-        )
+        sub = chain_routed(
+            tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a_rows, b_cols, a_desc, b_desc, off_m, off_n, s, e,
+            sak, sbk, STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, USE_TMA, B_TRANS, NUM_STAGES,
+        )  # fmt: skip
         if HAS_INNER:
             total = total + sub
         else:

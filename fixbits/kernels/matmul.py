@@ -259,7 +259,7 @@ def _launcher(
 
         def build(sa: Any, sb: Any, c: Any) -> Any:
             return tile_launcher(rdesc, m, n, k, sa, sb, dev, c)
-    elif tuned[0] == "splitk":  # the kernel _route chose (a workspace GEMV is not split-K)
+    elif tuned[0] in ("splitk", "splitk_per_mma"):  # the kernel _route chose (a workspace GEMV is not split-K)
         from fixbits.kernels.splitk import splitk_launcher
 
         def build(sa: Any, sb: Any, c: Any) -> Any:

@@ -30,7 +30,7 @@ from fixbits.kernels._host import (
     swapped_epilogue,
     torch_dtype,
 )
-from fixbits.kernels._tensorcore import chain, chain_fast_tma, chain_promoted_tma, tile_coords, tma_turns
+from fixbits.kernels._tensorcore import chain_routed, tile_coords, tma_turns
 from fixbits.kernels.epilogue import epilogue_store, epilogue_value
 from fixbits.kernels.launch import DescAt, DescForm, DirectLaunch
 from fixbits.kernels.plan import UnsupportedDesc
@@ -88,20 +88,13 @@ def _single_pass_kernel(
     a_rows = a_ptr + rm_ld[:, None] * sam
     b_cols = b_ptr + rn_ld[None, :] * sbn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    TURN: tl.constexpr = GROUPS * PROMO * IK if PROMO > 0 else BLOCK_K  # a TMA turn (single_pass.tma_k)
     if WS:  # whole turns from k = 0 (ws_route)
+        TURN: tl.constexpr = GROUPS * PROMO * IK if PROMO > 0 else BLOCK_K  # a TMA turn (single_pass.tma_k)
         acc = tma_turns(acc, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K // TURN, TURN, IK, PROMO,
                         B_TRANS, NUM_STAGES, True)  # fmt: skip
-    elif USE_TMA and PROMO == 0:
-        acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
-                             STEP, IK, HWK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
-    elif USE_TMA:
-        acc = chain_promoted_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K,
-                                 sak, sbk, STEP, IK, HWK, PROMO, TURN, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
     else:
-        acc = chain(
-            acc, a_rows, b_cols, 0, K, sak, sbk, STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, NUM_STAGES
-        )
+        acc = chain_routed(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
+                           STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, USE_TMA, B_TRANS, NUM_STAGES)  # fmt: skip
     _write_tile(
         acc, out_ptr, c_desc, rm, rn, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
         stride_rm, stride_rn, stride_gm, stride_gn, ep_scale0, ep_scale1, ep_scale2, ep_scale3,
@@ -134,13 +127,8 @@ def _single_pass_persistent_kernel(
         a_rows = a_ptr + (rm % M)[:, None] * sam
         b_cols = b_ptr + (rn % N)[None, :] * sbn
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        if PROMO == 0:
-            acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K,
-                                 sak, sbk, STEP, IK, HWK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
-        else:
-            TURN: tl.constexpr = GROUPS * PROMO * IK
-            acc = chain_promoted_tma(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K,
-                                     sak, sbk, STEP, IK, HWK, PROMO, TURN, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
+        acc = chain_routed(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
+                           STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, True, B_TRANS, NUM_STAGES)  # fmt: skip
         _write_tile(
             acc, out_ptr, c_desc, rm, rn, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, som, son, bias_ptr, res_ptr,
             gate_ptr, stride_rm, stride_rn, stride_gm, stride_gn, ep_scale0, ep_scale1, ep_scale2, ep_scale3,
@@ -303,6 +291,34 @@ def tma_descriptors(
     return None, None, False
 
 
+class TmaOperands:
+    """The TMA descriptors of one launch site's two operands, per call. The site is keyed on
+    shapes and strides, so after the first call whose operands allow TMA (from_tensor builds and
+    validates the descriptors) only the base address moves: a call then costs two small DescAt
+    objects and an alignment check instead of two TensorDescriptor builds."""
+
+    def __init__(self, desc: GEMMDesc, cfg: KernelConfig) -> None:
+        self.desc, self.cfg = desc, cfg
+        self.forms: tuple[DescForm, DescForm, bool] | None = None
+
+    def __call__(self, a: Any, b: Any, swap: bool) -> tuple[Any, Any, bool]:
+        """(A's descriptor, B's, B_TRANS) or (None, None, False). ``a``, ``b``: the tensors the
+        kernel's pointers get; with ``swap`` they are B and A of C^T = B^T A^T, the kernel's
+        operands being their transposes."""
+        f = self.forms
+        if f is not None:
+            pa, pb = a.data_ptr(), b.data_ptr()
+            if not (pa | pb) & 15:
+                return DescAt(f[0], a, pa), DescAt(f[1], b, pb), f[2]
+        a_desc, b_desc, b_trans = (
+            tma_descriptors(self.desc, a.t(), b.t(), self.cfg) if swap else tma_descriptors(self.desc, a, b, self.cfg)
+        )
+        if a_desc is not None and f is None:
+            # the fields only: keeping `base` would keep the first call's operands alive
+            self.forms = (DescForm(_fields(a_desc)), DescForm(_fields(b_desc)), b_trans)
+        return a_desc, b_desc, b_trans
+
+
 def tma_ok(t: torch.Tensor) -> bool:
     """A tensor a TMA descriptor can cover: row-major, 16-byte aligned base and row pitch."""
     return t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
@@ -416,7 +432,7 @@ def tile_launcher(
     by_trans: dict[
         tuple[bool, bool], tuple[DirectLaunch, tuple[int, ...]]
     ] = {}  # TMA launches by (B_TRANS, TMA store), settled at first use
-    tma: list[Any] = []  # (A's DescForm, B's DescForm, B_TRANS) of the first TMA launch
+    tma = TmaOperands(desc, cfg) if maybe_tma else None
     # TMA_STORE: the output is a fresh row-major (m, n) tensor, never transposed unless swapped;
     # its pitch is fixed here, its base is checked per call (an unaligned one: the masked store)
     store_tma = bool(cfg.TMA_STORE) and not swap and (n * odt.itemsize) % 16 == 0
@@ -461,20 +477,8 @@ def tile_launcher(
             else:
                 gt, gs0, gs1 = out, som, son
             bs = bias if need_bias else out
-        if maybe_tma:
-            pa = a.data_ptr() if tma else 1
-            pb = b.data_ptr() if tma else 1
-            if tma and not (pa | pb) & 15:
-                # same shapes and strides as the first descriptors (they are keyed): only the
-                # base moves, and the launcher reads nothing of the base but its pointer and dtype
-                a_desc, b_desc, b_trans = DescAt(tma[0], a, pa), DescAt(tma[1], b, pb), tma[2]
-            else:
-                a_desc, b_desc, b_trans = (
-                    tma_descriptors(desc, a.t(), b.t(), cfg) if swap else tma_descriptors(desc, a, b, cfg)
-                )
-                if a_desc is not None and not tma:
-                    # the fields only: keeping `base` would keep the first call's operands alive
-                    tma.extend((DescForm(_fields(a_desc)), DescForm(_fields(b_desc)), b_trans))
+        if tma is not None:
+            a_desc, b_desc, b_trans = tma(a, b, swap)
             if a_desc is not None:
                 c_desc = None
                 if store_tma:

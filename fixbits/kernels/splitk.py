@@ -32,7 +32,7 @@ from fixbits.kernels._host import (
 from fixbits.kernels._tensorcore import part_value, tile_coords
 from fixbits.kernels.epilogue import OUT_CODES, epilogue_store, round_to
 from fixbits.kernels.plan import TensorCorePlan, UnsupportedDesc, tensor_core_plan
-from fixbits.kernels.single_pass import groups_for, hw_k, promo_of
+from fixbits.kernels.single_pass import TmaOperands, groups_for, hw_k, promo_of, tma_descriptors, tma_route
 
 if TYPE_CHECKING:
     import torch
@@ -44,13 +44,15 @@ MERGE_BLOCK_N = 128
 
 @triton.jit
 def _splitk_part_kernel(
-    a_ptr, b_ptr, ws_ptr, runs_ptr, offs_ptr,
+    a_ptr, b_ptr, ws_ptr, runs_ptr, offs_ptr, a_desc, b_desc,
     M, N, sam, sak, sbk, sbn, swp, swm, swn,
     STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, PROMO: tl.constexpr, GROUPS: tl.constexpr,
     RES_FIRST: tl.constexpr, HAS_INNER: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_STAGES: tl.constexpr, RUN_ALIGN: tl.constexpr,
+    NUM_STAGES: tl.constexpr, RUN_ALIGN: tl.constexpr, USE_TMA: tl.constexpr, B_TRANS: tl.constexpr,
 ):  # fmt: skip
+    """One (tile, part) program. (M, N, the strides) are those of the product the kernel computes:
+    C, or C^T = B^T A^T for a swapped launch, whose workspace strides swm/swn are then swapped too."""
     pid = tl.program_id(0)
     part = tl.program_id(1)
     pid_m, pid_n = tile_coords(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -60,8 +62,9 @@ def _splitk_part_kernel(
     b_cols = b_ptr + (rn % N)[None, :] * sbn
     r_lo = tl.load(offs_ptr + part)
     r_hi = tl.load(offs_ptr + part + 1)
-    val = part_value(a_rows, b_cols, runs_ptr, r_lo, r_hi, sak, sbk, BLOCK_M, BLOCK_N, STEP, IK, HWK, BLOCK_K,
-                     PROMO, GROUPS, RES_FIRST, HAS_INNER, NUM_STAGES, RUN_ALIGN)  # fmt: skip
+    val = part_value(a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, runs_ptr, r_lo, r_hi, sak, sbk,
+                     BLOCK_M, BLOCK_N, STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, HAS_INNER, USE_TMA, B_TRANS,
+                     NUM_STAGES, RUN_ALIGN)  # fmt: skip
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     ptrs = ws_ptr + part * swp + rm[:, None] * swm + rn[None, :] * swn
     tl.store(ptrs, val.to(ws_ptr.dtype.element_ty), mask=mask)  # the one rounding to partial_dtype
@@ -163,6 +166,23 @@ def launch_merge(
     )  # fmt: skip
 
 
+def part_knobs(desc: GEMMDesc, cfg: KernelConfig) -> tuple[bool, bool]:
+    """(swap, TMA) for the part kernel. A part writes its fp32 partials to the workspace by
+    strides and the epilogue runs in the merge, so C^T = B^T A^T (SWAP_AB: a thin M gets
+    wgmma's 64 rows from N) and TMA turns change which program computes an element and how its
+    tiles arrive, never its dots or their order. Both are taken for fp8 inputs only: the
+    16-bit split-K configs were tuned and measured with these knobs ignored."""
+    if not desc.in_dtype.startswith("fp8"):
+        return False, False
+    return bool(cfg.SWAP_AB), tma_route(desc, cfg)
+
+
+def part_operands(a: Any, b: Any, swap: bool) -> tuple[Any, Any, int, int]:
+    """(the kernel's A, its B, M, N): a, b and (m, n), or B^T, A^T and (n, m) when swapped."""
+    m, n = a.shape[0], b.shape[1]
+    return (b.t(), a.t(), n, m) if swap else (a, b, m, n)
+
+
 def launch_parts(
     desc: GEMMDesc,
     plan: TensorCorePlan,
@@ -171,18 +191,21 @@ def launch_parts(
     ws: torch.Tensor,
     cfg: KernelConfig,
 ) -> Any:
-
-    m, n = a.shape[0], b.shape[1]
+    swap, maybe_tma = part_knobs(desc, cfg)
+    ka, kb, km, kn = part_operands(a, b, swap)
+    a_desc, b_desc, b_trans = tma_descriptors(desc, ka, kb, cfg) if maybe_tma else (None, None, False)
+    swm, swn = (ws.stride(2), ws.stride(1)) if swap else (ws.stride(1), ws.stride(2))
     runs_t = device_table(("splitk_runs", desc, plan.k), lambda: plan.tables()[0].reshape(-1), a.device)
     offs_t = device_table(("splitk_offs", desc, plan.k), lambda: plan.tables()[1], a.device)
-    grid = (triton.cdiv(m, cfg.BLOCK_M) * triton.cdiv(n, cfg.BLOCK_N), plan.n_parts)
+    grid = (triton.cdiv(km, cfg.BLOCK_M) * triton.cdiv(kn, cfg.BLOCK_N), plan.n_parts)
     return _splitk_part_kernel[grid](
-        a, b, ws, runs_t, offs_t,
-        m, n, a.stride(0), a.stride(1), b.stride(0), b.stride(1), ws.stride(0), ws.stride(1), ws.stride(2),
+        ka, kb, ws, runs_t, offs_t, a_desc, b_desc,
+        km, kn, ka.stride(0), ka.stride(1), kb.stride(0), kb.stride(1), ws.stride(0), swm, swn,
         STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), PROMO=promo_of(desc), GROUPS=groups_for(desc, cfg),
         RES_FIRST=desc.residue == "first", HAS_INNER=plan.has_inner,
         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
         NUM_STAGES=cfg.num_stages, RUN_ALIGN=plan.run_align(desc.k_loop_step),
+        USE_TMA=a_desc is not None, B_TRANS=b_trans,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
     )  # fmt: skip
 
@@ -266,14 +289,27 @@ def splitk_launcher(
     mn, pmn = (m, n), (p, m, n)
     if not (m and n):
         return lambda a, b, bias, residual, gate: torch.empty(mn, dtype=odt, device=a.device)
-    (sam, sak), (sbk, sbn) = a_strides, b_strides
-    parts = DirectLaunch(_splitk_part_kernel, (triton.cdiv(m, cfg.BLOCK_M) * triton.cdiv(n, cfg.BLOCK_N), p), dict(
+    swap, maybe_tma = part_knobs(desc, cfg)
+    if swap:  # the kernel computes C^T = B^T A^T into a workspace read back as (p, m, n)
+        km, kn = n, m
+        (sam, sak), (sbk, sbn) = (b_strides[1], b_strides[0]), (a_strides[1], a_strides[0])
+        swm, swn = 1, n
+    else:
+        km, kn = m, n
+        (sam, sak), (sbk, sbn) = a_strides, b_strides
+        swm, swn = n, 1
+    part_kw = dict(
         STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), PROMO=promo_of(desc),
         GROUPS=groups_for(desc, cfg), RES_FIRST=desc.residue == "first", HAS_INNER=plan.has_inner,
         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, GROUP_M=cfg.GROUP_M,
         NUM_STAGES=cfg.num_stages, RUN_ALIGN=plan.run_align(desc.k_loop_step),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **LAUNCH_OPTS,
-    ))  # fmt: skip
+    )  # fmt: skip
+    part_grid = (triton.cdiv(km, cfg.BLOCK_M) * triton.cdiv(kn, cfg.BLOCK_N), p)
+    parts_by_trans: dict[bool | None, DirectLaunch] = {  # pointer body (None), TMA body per B_TRANS
+        None: DirectLaunch(_splitk_part_kernel, part_grid, dict(part_kw, USE_TMA=False, B_TRANS=False))
+    }
+    tma = TmaOperands(desc, cfg) if maybe_tma else None
     merge = DirectLaunch(_splitk_merge_kernel, (triton.cdiv(m, MERGE_BLOCK_M), triton.cdiv(n, MERGE_BLOCK_N)), dict(
         MERGE=OUT_CODES[desc.merge_dtype], FROM_ZERO=True,
         EP0=ep.codes[0], EP1=ep.codes[1], EP2=ep.codes[2], EP3=ep.codes[3],
@@ -292,7 +328,15 @@ def splitk_launcher(
                          device_table(("splitk_offs", desc, k), lambda: plan.tables()[1], a.device), a.device]
         ws = empty(pmn, dtype=pdt, device=a.device)
         out = empty(mn, dtype=odt, device=a.device)
-        parts(a, b, ws, tables[0], tables[1], m, n, sam, sak, sbk, sbn, m * n, n, 1)
+        ka, kb = (b, a) if swap else (a, b)  # pointers; the strides above make them B^T, A^T
+        a_desc, b_desc, b_trans = tma(ka, kb, swap) if tma is not None else (None, None, False)
+        key = b_trans if a_desc is not None else None
+        parts = parts_by_trans.get(key)
+        if parts is None:
+            parts = parts_by_trans[key] = DirectLaunch(
+                _splitk_part_kernel, part_grid, dict(part_kw, USE_TMA=True, B_TRANS=b_trans)
+            )
+        parts(ka, kb, ws, tables[0], tables[1], a_desc, b_desc, km, kn, sam, sak, sbk, sbn, m * n, swm, swn)
         r = residual if need_res else out
         g = gate if need_gate else out
         merge(ws, out, bias if need_bias else out, r, g, r.stride(0), r.stride(1), g.stride(0), g.stride(1),
