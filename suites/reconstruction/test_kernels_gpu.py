@@ -48,6 +48,15 @@ FAMILY_DESCS = {
         in_dtype="bf16",
         out_dtype="bf16",
     ),  # fmt: skip
+    "splitk_per_mma_fp8": TC.replace(
+        k_cuts=(KCut("contiguous", count=3, granule=128),),
+        in_dtype="fp8_e4m3",
+        instruction_k=32,
+        k_loop_step=128,
+        use_fast_accum=False,
+        promotion_interval=4,
+        out_dtype="fp32",
+    ),  # fmt: skip  (cuBLASLt's a66-t312-s3 form: the moe_up split-K answer)
     "gemv_contiguous": FMA.replace(k_cuts=(KCut("contiguous", count=4),), partial_dtype="fp16"),
     "chained_chunks": FMA.replace(k_cuts=(KCut("contiguous", count=8), KCut("contiguous", span=16))),
     "gemv_lane_tree": FMA.replace(k_cuts=(KCut("strided", count=32, span=8, merge="butterfly_down"),)),
@@ -228,6 +237,11 @@ def test_every_config_gives_the_same_bytes_and_the_emulator_agrees(family: str, 
         else [KernelConfig.from_dict(c) for c in equivalence_space("tensor_core")]
     )
     outs = [(str(kn), _run_config(desc, a, b, kn)) for kn in knobs]
+    if desc.in_dtype.startswith("fp8"):  # B K-major too: fp8's TMA bodies (swapped or not) load B^T
+        from fixbits.kernels._host import k_major
+
+        bk = k_major(b)
+        outs += [(f"{kn} B K-major", _run_config(desc, a, bk, kn)) for kn in knobs]
     first_label, first = outs[0]
     assert int((first != 0).sum()) > 0, f"{family}: all-zero output proves nothing (seed={s})"
     for label, o in outs[1:]:
