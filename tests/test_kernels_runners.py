@@ -292,3 +292,34 @@ def test_ptxas_report_reads_registers_spills_and_serialisation(tmp_path: Path, m
     assert 0 < fits.registers <= 255 and fits.spill_stores == 0 and not fits.wgmma_serialized, fits
     assert wide.spill_stores > 0 and wide.wgmma_serialized, wide
     assert "| 64x128x128_g8_w4_s4_G1_tma |" in out.read_text()
+
+
+def test_merge_runs_applies_partial_runs_in_order(tmp_path: Path) -> None:
+    """benchmarks/gemm/merge_runs.py: each partial run replaces its shapes' rows in the order
+    given (the later run wins), fused extra rows are left out, and a partial row that is not a
+    shape of the full run stops the merge instead of being added."""
+    cols = ["layer", "m", "n", "k", "epilogue", "gflop", "speed_ours", "speed_ours_gpu"]
+
+    def write(name: str, rows: list[list[object]]) -> Path:
+        p = tmp_path / name
+        with p.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(cols)
+            w.writerows(rows)
+        return p
+
+    full = write("full.csv", [["moe_up", 16, 2048, 8192, "none", 0.5, 0.1, 0.2],
+                              ["attention", 4096, 4096, 4096, "none", 137.4, 0.7, 0.7],
+                              ["fused", 16, 2048, 8192, "silu_gate", 0.5, 0.9, 0.9]])  # fmt: skip
+    first = write("p1.csv", [["moe_up", 16, 2048, 8192, "none", 0.5, 0.5, 0.5]])
+    second = write("p2.csv", [["moe_up", 16, 2048, 8192, "none", 0.5, 0.8, 0.6]])
+    md = tmp_path / "merged.md"
+    proc = _run([str(REPO / "benchmarks/gemm/merge_runs.py"), str(full), str(first), str(second), "--md", str(md)],
+                tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    text = md.read_text()
+    assert "2 shapes from" in text and "1 replaced by" in text and "then 1 replaced by" in text
+    assert "| moe_up | below | 1 | 0.800 | 0.600 |" in text and "| attention | above | 1 | 0.700 | 0.700 |" in text
+    stray = write("p3.csv", [["lora_b", 1, 2, 3, "none", 0.1, 1.0, 1.0]])
+    bad = _run([str(REPO / "benchmarks/gemm/merge_runs.py"), str(full), str(stray)], tmp_path)
+    assert bad.returncode != 0 and "is not in the full run" in bad.stderr

@@ -6,7 +6,9 @@ puts its rows in the full table so the headline numbers reflect the change. Each
 ratio against cuBLAS measured in its own run, so the rows stay comparable across runs, but the two
 runs' hosts may differ: say so next to the table.
 
-    python benchmarks/gemm/merge_runs.py FULL.csv PARTIAL.csv [--md OUT.md]
+    python benchmarks/gemm/merge_runs.py FULL.csv PARTIAL.csv [PARTIAL2.csv ...] [--md OUT.md]
+
+Several partial runs are applied in the order given (a later one wins a shape).
 """
 
 from __future__ import annotations
@@ -67,17 +69,17 @@ def table(rows: list[dict[str, str]]) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("full")
-    ap.add_argument("partial")
+    ap.add_argument("partial", nargs="+")
     ap.add_argument("--md", default="")
     args = ap.parse_args()
-    full = list(csv.DictReader(open(args.full)))
-    partial = list(csv.DictReader(open(args.partial)))
-    rows, replaced = merge(full, partial)
-    lines = [
-        f"{len(rows)} shapes from {args.full}, {replaced} of them replaced by {args.partial}",
-        "",
-        *table(rows),
-    ]
+    with open(args.full) as f:
+        rows = list(csv.DictReader(f))
+    head = []
+    for path in args.partial:
+        with open(path) as f:
+            rows, replaced = merge(rows, list(csv.DictReader(f)))
+        head.append(f"{replaced} replaced by {path}")
+    lines = [f"{len(rows)} shapes from {args.full}; " + "; then ".join(head), "", *table(rows)]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.md:
