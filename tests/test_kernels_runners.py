@@ -276,21 +276,22 @@ def test_replay_draws_plant_spikes_only_when_asked() -> None:
 
 
 def test_ptxas_report_reads_registers_spills_and_serialisation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """benchmarks/gemm/ptxas_report.py on two fp8 per-MMA tiles (CPU, Triton's own ptxas): the
-    default large-M tile fits the register file, and a 128x256 tile on two warpgroups (two
-    64x256 fp32 accumulators per thread) spills and has its wgmmas serialised (C7514), which is
-    why the fp8 tuning space stops at 128x128 (benchmarks/gemm/h100/s27/fp8_ptxas.md)."""
+    """benchmarks/gemm/ptxas_report.py on fp8 per-MMA tiles (CPU, Triton's own ptxas): the
+    default 64x128 tile fits the register file with room to spare (the whole-K chain's tail rides
+    TMA, so no pointer-loaded tail and its second partial are compiled in), while 256x128 on two
+    warpgroups (two 64x128 partials per warpgroup) has its wgmmas serialised (C7514)
+    (benchmarks/gemm/h100/s27/fp8_ptxas.md)."""
     pytest.importorskip("triton")
     monkeypatch.syspath_prepend(str(REPO / "benchmarks/gemm"))
     import ptxas_report
 
     out = tmp_path / "report.md"
     assert ptxas_report.main(["--b-kmajor", "--out", str(out), "--shape", "4096x4096x4096",
-                              "64x128x128_g8_w4_s4_G1_tma", "128x256x128_g8_w8_s3_G1_tma"]) == 0  # fmt: skip
+                              "64x128x128_g8_w4_s4_G1_tma", "256x128x128_g8_w8_s3_G1_tma"]) == 0  # fmt: skip
     fits = ptxas_report.compile_row("fp8_e4m3", "64x128x128_g8_w4_s4_G1_tma", 4096, 4096, 4096, True)
-    wide = ptxas_report.compile_row("fp8_e4m3", "128x256x128_g8_w8_s3_G1_tma", 4096, 4096, 4096, True)
-    assert 0 < fits.registers <= 255 and fits.spill_stores == 0 and not fits.wgmma_serialized, fits
-    assert wide.spill_stores > 0 and wide.wgmma_serialized, wide
+    serial = ptxas_report.compile_row("fp8_e4m3", "256x128x128_g8_w8_s3_G1_tma", 4096, 4096, 4096, True)
+    assert 0 < fits.registers < 200 and fits.spill_stores == 0 and not fits.wgmma_serialized, fits
+    assert serial.wgmma_serialized, serial
     assert "| 64x128x128_g8_w4_s4_G1_tma |" in out.read_text()
 
 

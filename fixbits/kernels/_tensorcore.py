@@ -278,14 +278,27 @@ def chain_promoted(
 def chain_promoted_tma(
     acc, a_rows, b_cols, a_desc, b_desc, off_m, off_n, s, e, sak, sbk,
     STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, PROMO: tl.constexpr, TURN: tl.constexpr,
-    RES_FIRST: tl.constexpr, B_TRANS: tl.constexpr, NUM_STAGES: tl.constexpr,
+    RES_FIRST: tl.constexpr, B_TRANS: tl.constexpr, NUM_STAGES: tl.constexpr, TAIL_TMA: tl.constexpr = False,
 ):  # fmt: skip
     """chain_promoted for fp8 inputs with the aligned body loaded by TMA, TURN elements (a whole
     number of promotion groups) per turn. Each turn is one dot with max_num_imprecise_acc =
     PROMO*IK: Triton's sm_90 lowering then runs every group's PROMO instructions into a
     zero-started partial accumulator and adds it to acc with one fp32 add, the same adds in the
-    same order as chain_promoted, without a zero-started dot per group."""
+    same order as chain_promoted, without a zero-started dot per group.
+
+    TAIL_TMA (the caller's chain ends at the operands' K, e == K, and the residue goes last): the
+    body's tail and the residue ride one more TMA turn, whose elements past K the copy engine
+    fills with +0. The real instructions, their k order and the promotion points are those of the
+    pointer path; the turn only appends all-zero wgmma k32 blocks to the residue's group (and, with
+    GROUPS > 1, whole all-zero groups). On sm_90's fp8 block (NUMERICS.md: e_max over the products
+    and c, terms truncated to 13 fraction bits of it, result RZ to e8m13) a block of +0 products
+    returns its c unchanged: c is a previous block's e8m13 result, or +0, and an fp8 product is 0
+    or at least 2^-18, so c is never below the zero products' exponent. An all-zero group adds +0
+    to an accumulator that is never -0 (it starts at +0 and exact cancellation gives +0)."""
     acc, tmp, cnt, lo, hi = promoted_open(acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, HWK, PROMO, RES_FIRST)
+    if TAIL_TMA and not RES_FIRST:  # (no residue first: the body starts a group, cnt == 0)
+        return tma_turns(acc, a_desc, b_desc, off_m, off_n, lo, tl.cdiv(e - lo, TURN), TURN, IK, PROMO, B_TRANS,
+                         NUM_STAGES, False)  # fmt: skip
     nb = (hi - lo) // TURN
     acc = tma_turns(acc, a_desc, b_desc, off_m, off_n, lo, nb, TURN, IK, PROMO, B_TRANS, NUM_STAGES, False)
     lo = lo + nb * TURN
@@ -324,17 +337,18 @@ def chain_routed(
     acc, a_rows, b_cols, a_desc, b_desc, off_m, off_n, s, e, sak, sbk,
     STEP: tl.constexpr, IK: tl.constexpr, HWK: tl.constexpr, BLOCK_K: tl.constexpr, PROMO: tl.constexpr,
     GROUPS: tl.constexpr, RES_FIRST: tl.constexpr, USE_TMA: tl.constexpr, B_TRANS: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
+    NUM_STAGES: tl.constexpr, TAIL_TMA: tl.constexpr = False,
 ):  # fmt: skip
     """The chain over [s, e) by the body the launch picked (USE_TMA: whole turns by TMA for the
-    tile at (off_m, off_n); else pointer loads): the same dots in the same order either way."""
+    tile at (off_m, off_n); else pointer loads): the same dots in the same order either way.
+    TAIL_TMA: e is the operands' K (a whole-K chain), see chain_promoted_tma."""
     if USE_TMA and PROMO == 0:
         acc = chain_fast_tma(acc, a_rows, b_cols, a_desc, b_desc, off_m, off_n, s, e, sak, sbk,
                              STEP, IK, HWK, BLOCK_K, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
     elif USE_TMA:
         TURN: tl.constexpr = GROUPS * PROMO * IK  # a TMA turn (single_pass.tma_k)
         acc = chain_promoted_tma(acc, a_rows, b_cols, a_desc, b_desc, off_m, off_n, s, e, sak, sbk,
-                                 STEP, IK, HWK, PROMO, TURN, RES_FIRST, B_TRANS, NUM_STAGES)  # fmt: skip
+                                 STEP, IK, HWK, PROMO, TURN, RES_FIRST, B_TRANS, NUM_STAGES, TAIL_TMA)  # fmt: skip
     else:
         acc = chain(acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, NUM_STAGES)
     return acc

@@ -94,7 +94,8 @@ def _single_pass_kernel(
                         B_TRANS, NUM_STAGES, True)  # fmt: skip
     else:
         acc = chain_routed(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
-                           STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, USE_TMA, B_TRANS, NUM_STAGES)  # fmt: skip
+                           STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, USE_TMA, B_TRANS, NUM_STAGES,
+                           True)  # fmt: skip  (a whole-K chain: TMA turns may run past K)
     _write_tile(
         acc, out_ptr, c_desc, rm, rn, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, som, son, bias_ptr, res_ptr, gate_ptr,
         stride_rm, stride_rn, stride_gm, stride_gn, ep_scale0, ep_scale1, ep_scale2, ep_scale3,
@@ -128,7 +129,7 @@ def _single_pass_persistent_kernel(
         b_cols = b_ptr + (rn % N)[None, :] * sbn
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         acc = chain_routed(acc, a_rows, b_cols, a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, K, sak, sbk,
-                           STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, True, B_TRANS, NUM_STAGES)  # fmt: skip
+                           STEP, IK, HWK, BLOCK_K, PROMO, GROUPS, RES_FIRST, True, B_TRANS, NUM_STAGES, True)  # fmt: skip
         _write_tile(
             acc, out_ptr, c_desc, rm, rn, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, som, son, bias_ptr, res_ptr,
             gate_ptr, stride_rm, stride_rn, stride_gm, stride_gn, ep_scale0, ep_scale1, ep_scale2, ep_scale3,
