@@ -125,6 +125,29 @@ def k_major(b: torch.Tensor) -> torch.Tensor:
     return b if b.stride(0) == 1 else b.t().contiguous().t()
 
 
+@dataclass(frozen=True)
+class LaunchGeometry:
+    """The product a tile kernel computes for a row-major C (m, n) = A B: C itself, or with
+    SWAP_AB C^T = B^T A^T (a thin M then tiles N and gets wgmma's 64 rows). Every element keeps
+    its products and their k order, only the program computing it moves. ``m``, ``n``: the
+    kernel's M and N; the strides the kernel reads its A and B by; the strides its (M, N) result
+    is written to C's memory by."""
+
+    m: int
+    n: int
+    a_strides: tuple[int, int]
+    b_strides: tuple[int, int]
+    out_strides: tuple[int, int]
+
+
+def launch_geometry(
+    m: int, n: int, a_strides: tuple[int, int], b_strides: tuple[int, int], swap: bool
+) -> LaunchGeometry:
+    if swap:
+        return LaunchGeometry(n, m, (b_strides[1], b_strides[0]), (a_strides[1], a_strides[0]), (1, n))
+    return LaunchGeometry(m, n, tuple(a_strides), tuple(b_strides), (n, 1))  # type: ignore[arg-type]
+
+
 def check_operands(desc: GEMMDesc, a: torch.Tensor, b: torch.Tensor) -> tuple[int, int, int]:
     if a.dim() != 2 or b.dim() != 2:
         raise ValueError(f"a and b must be 2-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")

@@ -26,6 +26,7 @@ from fixbits.kernels._host import (
     epilogue_check,
     fewer_stages_on_oom,
     fit_config,
+    launch_geometry,
     out_code,
     swapped_epilogue,
     torch_dtype,
@@ -409,13 +410,9 @@ def tile_launcher(
     codes = plan.codes
     if swap:
         codes = tuple(EP_RESIDUAL if c == EP_BIAS else c for c in codes)  # bias rides the residual slot
-        km, kn = n, m
-        (sam, sak), (sbk, sbn) = (b_strides[1], b_strides[0]), (a_strides[1], a_strides[0])
-        som, son = 1, n
-    else:
-        km, kn = m, n
-        (sam, sak), (sbk, sbn) = a_strides, b_strides
-        som, son = n, 1
+    geo = launch_geometry(m, n, a_strides, b_strides, swap)
+    km, kn = geo.m, geo.n
+    (sam, sak), (sbk, sbn), (som, son) = geo.a_strides, geo.b_strides, geo.out_strides
     cfg = dataclasses.replace(cfg, SWAP_AB=0)
     promo = promo_of(desc)
     maybe_tma = tma_route(desc, cfg)

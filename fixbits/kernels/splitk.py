@@ -26,6 +26,7 @@ from fixbits.kernels._host import (
     epilogue_args,
     epilogue_check,
     fit_config,
+    launch_geometry,
     out_code,
     torch_dtype,
 )
@@ -290,14 +291,10 @@ def splitk_launcher(
     if not (m and n):
         return lambda a, b, bias, residual, gate: torch.empty(mn, dtype=odt, device=a.device)
     swap, maybe_tma = part_knobs(desc, cfg)
-    if swap:  # the kernel computes C^T = B^T A^T into a workspace read back as (p, m, n)
-        km, kn = n, m
-        (sam, sak), (sbk, sbn) = (b_strides[1], b_strides[0]), (a_strides[1], a_strides[0])
-        swm, swn = 1, n
-    else:
-        km, kn = m, n
-        (sam, sak), (sbk, sbn) = a_strides, b_strides
-        swm, swn = n, 1
+    # swapped, the kernel computes C^T = B^T A^T into a workspace read back as (p, m, n)
+    geo = launch_geometry(m, n, a_strides, b_strides, swap)
+    km, kn = geo.m, geo.n
+    (sam, sak), (sbk, sbn), (swm, swn) = geo.a_strides, geo.b_strides, geo.out_strides
     part_kw = dict(
         STEP=desc.k_loop_step, IK=desc.instruction_k, HWK=hw_k(desc), PROMO=promo_of(desc),
         GROUPS=groups_for(desc, cfg), RES_FIRST=desc.residue == "first", HAS_INNER=plan.has_inner,

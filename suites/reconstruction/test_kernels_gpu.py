@@ -27,19 +27,15 @@ DRAWS = (("ordinary", 0), ("ordinary", 1), ("ordinary", 2), ("ordinary", 3), ("o
          ("wide", 0), ("wide", 1), ("wide", 2), ("wide", 3), ("wide", 4))  # fmt: skip
 TC = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp32")
 FMA = GEMMDesc(arch="sm_90", instruction="fma", instruction_k=1, in_dtype="fp16", out_dtype="fp32")
+# cuBLASLt's fp8 form on sm_90: e4m3 wgmma k32, promoted into fp32 every 4 instructions (128 of K)
+FP8_PER_MMA = TC.replace(in_dtype="fp8_e4m3", instruction_k=32, k_loop_step=128, use_fast_accum=False,
+                         promotion_interval=4)  # fmt: skip
 
 FAMILY_DESCS = {
     "single_pass": TC,
     "single_pass_fp8": TC.replace(in_dtype="fp8_e4m3", instruction_k=32, k_loop_step=128, out_dtype="bf16"),
     "per_mma": TC.replace(use_fast_accum=False, promotion_interval=1, residue="first"),
-    "per_mma_fp8": TC.replace(
-        in_dtype="fp8_e4m3",
-        instruction_k=32,
-        k_loop_step=128,
-        use_fast_accum=False,
-        promotion_interval=4,
-        out_dtype="fp16",
-    ),  # fmt: skip
+    "per_mma_fp8": FP8_PER_MMA.replace(out_dtype="fp16"),
     "splitk": TC.replace(k_cuts=(KCut("contiguous", count=4),), out_dtype="fp16"),
     "splitk_per_mma": TC.replace(
         k_cuts=(KCut("contiguous", count=3, granule=64),),
@@ -48,15 +44,8 @@ FAMILY_DESCS = {
         in_dtype="bf16",
         out_dtype="bf16",
     ),  # fmt: skip
-    "splitk_per_mma_fp8": TC.replace(
-        k_cuts=(KCut("contiguous", count=3, granule=128),),
-        in_dtype="fp8_e4m3",
-        instruction_k=32,
-        k_loop_step=128,
-        use_fast_accum=False,
-        promotion_interval=4,
-        out_dtype="fp32",
-    ),  # fmt: skip  (cuBLASLt's a66-t312-s3 form: the moe_up split-K answer)
+    # the form of cuBLASLt's a66-t312-s3 answer (the moe_up split-K shapes)
+    "splitk_per_mma_fp8": FP8_PER_MMA.replace(k_cuts=(KCut("contiguous", count=3, granule=128),)),
     "gemv_contiguous": FMA.replace(k_cuts=(KCut("contiguous", count=4),), partial_dtype="fp16"),
     "chained_chunks": FMA.replace(k_cuts=(KCut("contiguous", count=8), KCut("contiguous", span=16))),
     "gemv_lane_tree": FMA.replace(k_cuts=(KCut("strided", count=32, span=8, merge="butterfly_down"),)),
