@@ -292,9 +292,10 @@ def chain_promoted_tma(
     pointer path; the turn only appends all-zero wgmma k32 blocks to the residue's group (and, with
     GROUPS > 1, whole all-zero groups). On sm_90's fp8 block (NUMERICS.md: e_max over the products
     and c, terms truncated to 13 fraction bits of it, result RZ to e8m13) a block of +0 products
-    returns its c unchanged: c is a previous block's e8m13 result, or +0, and an fp8 product is 0
-    or at least 2^-18, so c is never below the zero products' exponent. An all-zero group adds +0
-    to an accumulator that is never -0 (it starts at +0 and exact cancellation gives +0)."""
+    returns its c unchanged: c is +0 or a previous block's e8m13 result, and that is a sum of e4m3
+    products (each 0 or at least 2^-18) on a grid no finer than 2^-31, so c's exponent is far above
+    the zero products' (-133) and its own truncation drops nothing. An all-zero group adds +0 to
+    an accumulator that is never -0 (it starts at +0; exact cancellation gives +0)."""
     acc, tmp, cnt, lo, hi = promoted_open(acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, HWK, PROMO, RES_FIRST)
     if TAIL_TMA and not RES_FIRST:  # (no residue first: the body starts a group, cnt == 0)
         return tma_turns(acc, a_desc, b_desc, off_m, off_n, lo, tl.cdiv(e - lo, TURN), TURN, IK, PROMO, B_TRANS,

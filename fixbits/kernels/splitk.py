@@ -6,6 +6,9 @@ and written to a workspace [P, M, N]. A second kernel then sums the parts in ord
 from +0, rounding each add to ``merge_dtype``, rounds to ``out_dtype`` and runs the fused
 epilogue. No atomics anywhere: the merge order is the loop order. Parts the cut leaves empty
 hold +0; elements a ``tail_dropped`` cut never assigns are never read (the cuBLAS defect).
+fp8 parts may run swapped (C^T = B^T A^T, a thin M tiling N) and load whole turns by TMA
+(``part_knobs``): that moves which program computes an element and how its tiles arrive, never
+its products or their order.
 """
 
 from __future__ import annotations
