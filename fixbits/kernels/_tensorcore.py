@@ -296,10 +296,10 @@ def chain_promoted_tma(
     products (each 0 or at least 2^-18) on a grid no finer than 2^-31, so c's exponent is far above
     the zero products' (-133) and its own truncation drops nothing. An all-zero group adds +0 to
     an accumulator that is never -0 (it starts at +0; exact cancellation gives +0)."""
-    acc, tmp, cnt, lo, hi = promoted_open(acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, HWK, PROMO, RES_FIRST)
-    if TAIL_TMA and not RES_FIRST:  # (no residue first: the body starts a group, cnt == 0)
-        return tma_turns(acc, a_desc, b_desc, off_m, off_n, lo, tl.cdiv(e - lo, TURN), TURN, IK, PROMO, B_TRANS,
+    if TAIL_TMA and not RES_FIRST:  # (nothing goes before the body: it starts a group at s)
+        return tma_turns(acc, a_desc, b_desc, off_m, off_n, s, tl.cdiv(e - s, TURN), TURN, IK, PROMO, B_TRANS,
                          NUM_STAGES, False)  # fmt: skip
+    acc, tmp, cnt, lo, hi = promoted_open(acc, a_rows, b_cols, s, e, sak, sbk, STEP, IK, HWK, PROMO, RES_FIRST)
     nb = (hi - lo) // TURN
     acc = tma_turns(acc, a_desc, b_desc, off_m, off_n, lo, nb, TURN, IK, PROMO, B_TRANS, NUM_STAGES, False)
     lo = lo + nb * TURN

@@ -299,22 +299,21 @@ class TmaOperands:
     validates the descriptors) only the base address moves: a call then costs two small DescAt
     objects and an alignment check instead of two TensorDescriptor builds."""
 
-    def __init__(self, desc: GEMMDesc, cfg: KernelConfig) -> None:
-        self.desc, self.cfg = desc, cfg
+    def __init__(self, desc: GEMMDesc, cfg: KernelConfig, swap: bool) -> None:
+        self.desc, self.cfg, self.swap = desc, cfg, swap
         self.forms: tuple[DescForm, DescForm, bool] | None = None
 
-    def __call__(self, a: Any, b: Any, swap: bool) -> tuple[Any, Any, bool]:
+    def __call__(self, a: Any, b: Any) -> tuple[Any, Any, bool]:
         """(A's descriptor, B's, B_TRANS) or (None, None, False). ``a``, ``b``: the tensors the
-        kernel's pointers get; with ``swap`` they are B and A of C^T = B^T A^T, the kernel's
+        kernel's pointers get; at a swapped site they are B and A of C^T = B^T A^T, the kernel's
         operands being their transposes."""
         f = self.forms
         if f is not None:
             pa, pb = a.data_ptr(), b.data_ptr()
             if not (pa | pb) & 15:
                 return DescAt(f[0], a, pa), DescAt(f[1], b, pb), f[2]
-        a_desc, b_desc, b_trans = (
-            tma_descriptors(self.desc, a.t(), b.t(), self.cfg) if swap else tma_descriptors(self.desc, a, b, self.cfg)
-        )
+        ka, kb = (a.t(), b.t()) if self.swap else (a, b)
+        a_desc, b_desc, b_trans = tma_descriptors(self.desc, ka, kb, self.cfg)
         if a_desc is not None and f is None:
             # the fields only: keeping `base` would keep the first call's operands alive
             self.forms = (DescForm(_fields(a_desc)), DescForm(_fields(b_desc)), b_trans)
@@ -430,7 +429,7 @@ def tile_launcher(
     by_trans: dict[
         tuple[bool, bool], tuple[DirectLaunch, tuple[int, ...]]
     ] = {}  # TMA launches by (B_TRANS, TMA store), settled at first use
-    tma = TmaOperands(desc, cfg) if maybe_tma else None
+    tma = TmaOperands(desc, cfg, swap) if maybe_tma else None
     # TMA_STORE: the output is a fresh row-major (m, n) tensor, never transposed unless swapped;
     # its pitch is fixed here, its base is checked per call (an unaligned one: the masked store)
     store_tma = bool(cfg.TMA_STORE) and not swap and (n * odt.itemsize) % 16 == 0
@@ -476,7 +475,7 @@ def tile_launcher(
                 gt, gs0, gs1 = out, som, son
             bs = bias if need_bias else out
         if tma is not None:
-            a_desc, b_desc, b_trans = tma(a, b, swap)
+            a_desc, b_desc, b_trans = tma(a, b)
             if a_desc is not None:
                 c_desc = None
                 if store_tma:

@@ -309,7 +309,7 @@ def splitk_launcher(
     parts_by_trans: dict[bool | None, DirectLaunch] = {  # pointer body (None), TMA body per B_TRANS
         None: DirectLaunch(_splitk_part_kernel, part_grid, dict(part_kw, USE_TMA=False, B_TRANS=False))
     }
-    tma = TmaOperands(desc, cfg) if maybe_tma else None
+    tma = TmaOperands(desc, cfg, swap) if maybe_tma else None
     merge = DirectLaunch(_splitk_merge_kernel, (triton.cdiv(m, MERGE_BLOCK_M), triton.cdiv(n, MERGE_BLOCK_N)), dict(
         MERGE=OUT_CODES[desc.merge_dtype], FROM_ZERO=True,
         EP0=ep.codes[0], EP1=ep.codes[1], EP2=ep.codes[2], EP3=ep.codes[3],
@@ -329,7 +329,7 @@ def splitk_launcher(
         ws = empty(pmn, dtype=pdt, device=a.device)
         out = empty(mn, dtype=odt, device=a.device)
         ka, kb = (b, a) if swap else (a, b)  # pointers; the strides above make them B^T, A^T
-        a_desc, b_desc, b_trans = tma(ka, kb, swap) if tma is not None else (None, None, False)
+        a_desc, b_desc, b_trans = tma(ka, kb) if tma is not None else (None, None, False)
         key = b_trans if a_desc is not None else None
         parts = parts_by_trans.get(key)
         if parts is None:
