@@ -43,17 +43,24 @@ def test_k_between_the_ranges_is_not_guessed(profile: ArchProfile) -> None:
 
 
 def test_committed_gemv_answer_is_held_to_the_orientation_it_was_verified_in() -> None:
-    """bf16->fp32 a13-t0-s1-r0-w0-c50-g0 was probed and verified on M == 1 shapes only (K 343 to
-    4112). On an H100 (session 27) cuBLASLt gave that answer for 53823x1x61 (N == 1) and other
-    bytes than its descriptor, so the committed entry answers M == 1 shapes in the verified K
-    range and reports any other shape of the answer as not in the profile."""
+    """bf16->fp32 a13-t0-s1-r0-w0-c50-g0 was probed and verified on M == 1 shapes (K 255 to 4112).
+    On an H100 cuBLASLt also gives that answer for N == 1 shapes of small K, with other bytes
+    (session 27, 53823x1x61). Session 28 probed N == 1 at K = 96 (a contiguous lane tree) and
+    verified it at K = 61 and 96, so the entry answers each orientation only in the K it was
+    verified in and reports any other shape of the answer as not in the profile."""
     from fixbits.probe.profile import PROFILE_DIR, load
 
     prof = load(PROFILE_DIR / "sm_90_cublaslt130100_bf16_fp32.yaml")
     key = "a13-t0-s1-r0-w0-c50-g0"
     got = lookup_desc(prof, key, 1, 39857, 1839, "bf16", "fp32", "sm_90")  # matched on the H100
     assert got.family == "gemv_lane_tree"
+    assert got.k_cuts[0].layout == "strided"
+    n1 = lookup_desc(prof, key, 53823, 1, 61, "bf16", "fp32", "sm_90")
+    assert n1.family == "gemv_lane_tree"
+    assert n1.k_cuts[0].layout == "contiguous"
+    assert n1.short_hash != got.short_hash
+    assert lookup_desc(prof, key, 53823, 1, 96, "bf16", "fp32", "sm_90").short_hash == n1.short_hash
     with pytest.raises(MatmulUnavailable, match="orientation"):
-        lookup_desc(prof, key, 53823, 1, 61, "bf16", "fp32", "sm_90")
+        lookup_desc(prof, key, 53823, 1, 200, "bf16", "fp32", "sm_90")
     with pytest.raises(MatmulUnavailable, match="outside the probed"):
         lookup_desc(prof, key, 1, 39857, 8192, "bf16", "fp32", "sm_90")
