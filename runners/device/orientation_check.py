@@ -50,6 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--targets", nargs="+", default=list(TARGETS), metavar="IN:OUT:ANSWER")
     p.add_argument("--probe", nargs="+", default=["bf16:fp32:53823x1x61"], metavar="IN:OUT:MxNxK",
                    help="shapes probed whatever the check finds")
+    p.add_argument("--shapes", nargs="+", default=[], metavar="MxNxK",
+                   help="scanned before the grid (e.g. the mirror image of an entry's probe shape)")
     p.add_argument("--per-side", type=int, default=6, help="shapes checked per target and orientation")
     p.add_argument("--draws", type=int, default=10)
     p.add_argument("--probe-s", type=float, default=40.0, help="longest probe of one shape")
@@ -63,22 +65,24 @@ def _split(spec: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
-def scan(lt: Any, dt: str, od: str, keys: set[str], per_side: int, deadline: float) -> dict[str, dict[str, list]]:
-    """answer key -> orientation ('m1': 1xNxK, 'n1': Mx1xK) -> shapes answering it, cheapest first."""
+def scan(lt: Any, dt: str, od: str, keys: set[str], per_side: int, deadline: float,
+         first: tuple[tuple[int, int, int], ...] = ()) -> dict[str, dict[str, list]]:
+    """answer key -> orientation ('m1': 1xNxK, 'n1': Mx1xK) -> shapes answering it: ``first``,
+    then the grid."""
     from fixbits.probe.profile import answer_key
 
     found: dict[str, dict[str, list]] = {key: {"m1": [], "n1": []} for key in keys}
-    for long in LONG:
-        for k in DEPTH:
-            if time.time() > deadline:
-                return found
-            for side, shape in (("m1", (1, long, k)), ("n1", (long, 1, k))):
-                try:
-                    key = answer_key(lt.heuristic(*shape, dt, od))
-                except Exception:  # noqa: BLE001  (no algorithm for a shape: not a target's)
-                    continue
-                if key in found and len(found[key][side]) < per_side:
-                    found[key][side].append(list(shape))
+    grid = [s for long in LONG for k in DEPTH for s in ((1, long, k), (long, 1, k))]
+    for shape in [s for s in first if 1 in s[:2]] + grid:
+        if time.time() > deadline:
+            break
+        side = "n1" if shape[1] == 1 else "m1"
+        try:
+            key = answer_key(lt.heuristic(*shape, dt, od))
+        except Exception:  # noqa: BLE001  (no algorithm for a shape: not a target's)
+            continue
+        if key in found and len(found[key][side]) < per_side and list(shape) not in found[key][side]:
+            found[key][side].append(list(shape))
     return found
 
 
@@ -120,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         by_pair.setdefault((dt, od), set()).add(key)
     checked: list[tuple[str, str, list[int]]] = []
     for (dt, od), keys in by_pair.items():
-        found = scan(lt, dt, od, keys, args.per_side, t0 + 0.2 * args.budget_s)
+        first = tuple(tuple(int(x) for x in t.split("x")) for t in args.shapes)
+        found = scan(lt, dt, od, keys, args.per_side, t0 + 0.2 * args.budget_s, first)  # type: ignore[arg-type]
         for key, sides in found.items():
             report["targets"][f"{dt}->{od} {key}"] = {"shapes": sides}
             print(f"[scan] {dt}->{od} {key}: m1 {sides['m1']} n1 {sides['n1']}", flush=True)
