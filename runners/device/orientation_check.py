@@ -65,6 +65,11 @@ def _split(spec: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
+def _shape(text: str) -> tuple[int, int, int]:
+    m, n, k = (int(x) for x in text.split("x"))
+    return m, n, k
+
+
 def scan(lt: Any, dt: str, od: str, keys: set[str], per_side: int, deadline: float,
          first: tuple[tuple[int, int, int], ...] = ()) -> dict[str, dict[str, list]]:
     """answer key -> orientation ('m1': 1xNxK, 'n1': Mx1xK) -> shapes answering it: ``first``,
@@ -95,7 +100,7 @@ def probe_shape(dt: str, od: str, shape: tuple[int, int, int], lt: Any, seconds:
     out: dict[str, Any] = {"shape": list(shape), "pair": f"{dt}->{od}"}
     try:
         out["answer"] = answer_key(lt.heuristic(m, n, k, dt, od))
-        res = probe(CublasBackend(dt, od), m, n, k, arch="sm_90", hints={"instruction": "fma"},
+        res = probe(CublasBackend(dt, od, _lt=lt), m, n, k, arch="sm_90", hints={"instruction": "fma"},
                     deadline=time.time() + seconds)
         out.update(status=res.status, summary=res.summary(), notes=list(res.notes),
                    desc=res.desc.to_dict() if res.desc is not None else None,
@@ -122,28 +127,26 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.targets:
         dt, od, key = _split(spec)
         by_pair.setdefault((dt, od), set()).add(key)
-    checked: list[tuple[str, str, list[int]]] = []
     for (dt, od), keys in by_pair.items():
-        first = tuple(tuple(int(x) for x in t.split("x")) for t in args.shapes)
-        found = scan(lt, dt, od, keys, args.per_side, t0 + 0.2 * args.budget_s, first)  # type: ignore[arg-type]
+        first = tuple(_shape(t) for t in args.shapes)
+        found = scan(lt, dt, od, keys, args.per_side, t0 + 0.2 * args.budget_s, first)
         for key, sides in found.items():
             report["targets"][f"{dt}->{od} {key}"] = {"shapes": sides}
             print(f"[scan] {dt}->{od} {key}: m1 {sides['m1']} n1 {sides['n1']}", flush=True)
         todo = [sweep.Case("recheck", *s) for sides in found.values() for side in sides.values() for s in side]
         sweep.collect(lt, todo, [dt], od, args.draws, t0 + 0.55 * args.budget_s, out)
-        checked += [(dt, od, [c.m, c.n, c.k]) for c in todo]
     stats = sweep.check(out, profiles, deadline=t0 + 0.7 * args.budget_s)
     report["check"] = stats
-    rows = {(r["dtype"], r["out_dtype"], int(r["m"]), int(r["n"]), int(r["k"])): r
-            for r in csv.DictReader((out / "sweep.csv").open())}
+    with (out / "sweep.csv").open() as fh:
+        rows = {(r["dtype"], r["out_dtype"], (int(r["m"]), int(r["n"]), int(r["k"]))): r for r in csv.DictReader(fh)}
     for tkey, entry in report["targets"].items():
         for side, shapes in entry["shapes"].items():
             dt, od = tkey.split(" ")[0].split("->")
-            entry[side] = [{"shape": s, **{f: rows[(dt, od, *s)][f] for f in ("outcome", "mismatches", "note")}}
-                           for s in shapes if (dt, od, *s) in rows]
-    bad = [(r["dtype"], r["out_dtype"], (int(r["m"]), int(r["n"]), int(r["k"]))) for r in rows.values()
-           if r["outcome"] not in ("match", "not_in_profile")]
-    wanted = [(dt, od, tuple(int(x) for x in s.split("x"))) for dt, od, s in map(_split, args.probe)]
+            hits = [rows.get((dt, od, (m, n, k))) for m, n, k in shapes]
+            entry[side] = [{"shape": s, **{f: r[f] for f in ("outcome", "mismatches", "note")}}
+                           for s, r in zip(shapes, hits, strict=True) if r is not None]
+    bad = [key for key, r in rows.items() if r["outcome"] not in ("match", "not_in_profile")]
+    wanted = [(dt, od, _shape(s)) for dt, od, s in map(_split, args.probe)]
     for dt, od, shape in wanted + bad:
         if time.time() + 10 > deadline:
             report["probes"].append({"shape": list(shape), "pair": f"{dt}->{od}", "status": "no time left"})
