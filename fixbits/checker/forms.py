@@ -51,13 +51,14 @@ def add_terms(t: dict[Mono, int], items: Iterable[tuple[Mono, int]]) -> None:
 class Poly:
     """An exact integer polynomial: ``{monomial: coefficient}``; immutable after construction."""
 
-    __slots__ = ("terms", "_key", "_var", "_bits")
+    __slots__ = ("terms", "_key", "_var", "_bits", "_hash")
 
     def __init__(self, terms: Mapping[Mono, int]):
         self.terms: dict[Mono, int] = {m: c for m, c in terms.items() if c != 0}
         self._key: tuple[tuple[Mono, int], ...] | None = None
         self._var: bool | None = None
         self._bits: tuple[dict[int, str] | None, Poly] | None = None
+        self._hash: int | None = None
 
     @classmethod
     def _of(cls, terms: dict[Mono, int]) -> Poly:
@@ -67,6 +68,7 @@ class Poly:
         p._key = None
         p._var = None
         p._bits = None
+        p._hash = None
         return p
 
     # ---- construction -------------------------------------------------------------------
@@ -92,7 +94,10 @@ class Poly:
         return isinstance(other, Poly) and self.key() == other.key()
 
     def __hash__(self) -> int:
-        return hash(self.key())
+        # (cached: the element sets of maxsets.py hash each index again at every membership test)
+        if self._hash is None:
+            self._hash = hash(self.key())
+        return self._hash
 
     def __repr__(self) -> str:
         return self.text()

@@ -344,7 +344,11 @@ def interpolate(trees: list[Node], tids: list[int], rsyms: list[str], memo: dict
     """One tree over the reader's bits: trees[x] (a writer's tree, its bits fixed to the writer
     thread tids[x]; -1: a tree with no writer bits left) at
     reader assignment x. The trees must agree except in int leaves, which are interpolated
-    (commutative operands are lined up by shape first: any order is the same value)."""
+    (commutative operands are lined up by shape first: any order is the same value).
+
+    ``memo``: int-leaf interpolations kept between calls (one walk's reads), keyed on all that
+    one reads: the leaves, the reader -> leaf map, the writers and the reader's bits (the
+    registers of one ldmatrix, and reads of one generation, meet the same leaves again)."""
     uniq: dict[bytes, int] = {}
     nodes: list[Node] = []
     idx = []
@@ -354,15 +358,21 @@ def interpolate(trees: list[Node], tids: list[int], rsyms: list[str], memo: dict
             k = uniq[t.digest] = len(nodes)
             nodes.append(t)
         idx.append(k)
-    return _interp(nodes, idx, tids, rsyms, {})
+    return _interp(nodes, idx, tids, rsyms, {}, memo)
 
 
-def _interp(nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str], memo: dict) -> Node | None:
+def _interp(
+    nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str], memo: dict, leaves: dict
+) -> Node | None:
     first = nodes[0]
     if first.poly is not None:
-        return _interp_leaf(nodes, idx, tids, rsyms, memo)
+        lkey = (tuple([t.digest for t in nodes]), tuple(idx), tuple(tids), tuple(rsyms))
+        got = leaves.get(lkey, False)
+        if got is False:
+            got = leaves[lkey] = _interp_leaf(nodes, idx, tids, rsyms, memo)
+        return got  # type: ignore[return-value]
     if first.kind == "shfl":
-        return _interp_shfl(nodes, idx, tids, rsyms, memo)
+        return _interp_shfl(nodes, idx, tids, rsyms, memo, leaves)
     if len(nodes) == 1 and not first.variant and not _has_bits(first):
         return first
     for t in nodes:
@@ -384,7 +394,7 @@ def _interp(nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str]
         for k in first.kids:
             got = memo.get(k.digest)
             if got is None:
-                got = _interp([k], idx, tids, rsyms, memo)
+                got = _interp([k], idx, tids, rsyms, memo, leaves)
                 if got is None:
                     return None
                 memo[k.digest] = got
@@ -408,7 +418,7 @@ def _interp(nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str]
             if got is None:
                 if zeros is None:
                     zeros = [0] * len(idx)
-                got = _interp(sub, zeros, tids, rsyms, memo)
+                got = _interp(sub, zeros, tids, rsyms, memo, leaves)
                 if got is None:
                     return None
                 memo[sub[0].digest] = got
@@ -424,7 +434,7 @@ def _interp(nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str]
             key = (tuple(uniq), tuple(sidx))
         got = memo.get(key)
         if got is None:
-            got = _interp(sub, sidx, tids, rsyms, memo)
+            got = _interp(sub, sidx, tids, rsyms, memo, leaves)
             if got is None:
                 return None
             memo[key] = got
@@ -433,7 +443,7 @@ def _interp(nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str]
 
 
 def _interp_shfl(
-    nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str], memo: dict
+    nodes: list[Node], idx: list[int], tids: list[int], rsyms: list[str], memo: dict, leaves: dict
 ) -> Node | None:
     """A full-warp butterfly (signs.is_bit_move) at writer t is its operand at t ^ b: the
     shuffle leaves the tree and the operand is interpolated at the partner writers (with a memo
@@ -454,7 +464,7 @@ def _interp_shfl(
         if uniq.setdefault(t.kids[0].digest, len(sub)) == len(sub):
             sub.append(t.kids[0])
     remap = [uniq[t.kids[0].digest] for t in nodes]
-    return _interp(sub, [remap[u] for u in idx], partners, rsyms, sub_memo)
+    return _interp(sub, [remap[u] for u in idx], partners, rsyms, sub_memo, leaves)
 
 
 _SUBSYMS: dict[tuple[str, ...], list[tuple[str, ...]]] = {}

@@ -88,14 +88,17 @@ class SetProver:
                 return None
             parts = []
             pads: dict[bytes, int] = {}
-            for k in n.kids:
-                s = self.of(k)
+            bit = _butterfly_bit(n)
+            # (the butterfly's shuffle, as _butterfly_bit picks it: only whether it has a set, its
+            # combine and its padding facts are read below, not its elements)
+            sh = None if bit is None else (0 if n.kids[0].kind == "shfl" else 1)
+            for i, k in enumerate(n.kids):
+                s = self._partner(k) if i == sh else self.of(k)
                 if s is None or s.comb not in (None, comb):
                     return None
                 parts.append(s.elems)
                 for d, m in s.pads:
                     pads[d] = pads.get(d, 0) | m
-            bit = _butterfly_bit(n)
             if bit is not None:
                 # x with its butterfly partner over one lane bit: each element's pair is there, so
                 # the union is the set at both values of the bit (expand's rewrite, without its search)
@@ -133,6 +136,29 @@ class SetProver:
         return ElemSet(
             sp.combine, expand({(t.digest, sp.start + Poly.const(i)) for i in range(1 << sp.height)})
         )
+
+    def _partner(self, n: Node) -> ElemSet | None:
+        """``of(n)`` for the shuffle of a butterfly ``max(x, shfl.bfly(x, 2^k))``, but with no
+        elements when it is not memoised yet: None exactly where _shfl gives None (x has no set,
+        or an element of x holds the lane bits in a product), else x's combine and the padding
+        facts as _shfl moves them. The butterfly's set is made from x's elements alone."""
+        got = self.memo.get(n.digest, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        off = const_of(n.kids[1])
+        assert off is not None
+        s = self.of(n.kids[0])
+        if s is None:
+            return None
+        syms = [f"tx{k}" for k in range(5) if off >> k & 1]
+        for _t, p in s.elems:
+            for sym in syms:
+                if any(sym in m and m != (sym,) for m in p.terms):
+                    return None  # (_flip_bit's None)
+        pads = s.pads
+        if pads and self.nbits is not None:
+            pads = tuple((d, _xor_threads(m, off, self.nbits)) for d, m in pads)
+        return ElemSet(s.comb, frozenset(), pads)
 
     def _shfl(self, n: Node) -> ElemSet | None:
         from fixbits.checker.balanced import _flip_bit
@@ -316,7 +342,7 @@ def set_node(comb: tuple, elems: Iterable[Elem], templates: dict[bytes, Node]) -
     groups: dict[tuple[bytes, tuple], tuple[Poly, set[int]]] = {}
     for t, p in elems:
         c = p.terms.get((), 0)
-        bk = tuple(sorted(x for x in p.terms.items() if x[0] != ())) if c else p.key()
+        bk = p.key()[1:] if c else p.key()  # (without the constant, which sorts first)
         g = groups.get((t, bk))
         if g is None:
             g = groups[(t, bk)] = (p - Poly.const(c) if c else p, set())
@@ -406,7 +432,7 @@ def _both(elems: set[Elem], bit: str) -> set[Elem]:
 
     out: set[Elem] = set()
     for t, p in elems:
-        if bit not in p.symbols():
+        if not any(bit in m for m in p.terms):  # (bit not in p.symbols(), without the set)
             out.add((t, p))
         elif (p.terms.get((bit,)) is not None) and not any(bit in m and m != (bit,) for m in p.terms):
             out.update((t, q) for q in _at_bit(p, bit))

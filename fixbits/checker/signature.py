@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fixbits.checker import exp_pads
+from fixbits.checker.forms import Poly
 from fixbits.checker.node import Node, Root, int_node
-from fixbits.checker.walk import relative_addresses, relativize
+from fixbits.checker.walk import relative_addresses, relativize, relativize_meets, tree_digests
 
 if TYPE_CHECKING:
     from fixbits.checker.balanced import Collapser
@@ -178,7 +179,8 @@ def per_thread(
         if not common:
             return None
     out: list[Root] = []
-    seen: set[bytes] = set()
+    first: tuple[Poly, Node] | None = None
+    nodes: set[bytes] | None = None
     for t in threads:
         a = tev.poly_at(r.address.poly, t)
         v = tev.at(r.value, t)
@@ -186,16 +188,19 @@ def per_thread(
             return None
         if tev.pads:
             v = col.collapse(v)  # (reads resolved to +0 pads may leave a padded balanced tree)
-        rel = relativize(a, v, param_syms, memos)
-        if rel is None:
-            return None
-        root = Root(r.param, r.nbytes, int_node(rel[0]), rel[1], True)
-        key = _root_key(root)
-        if key not in seen:
-            if seen:
+        if first is None:
+            first = relativize(a, v, param_syms, memos)
+            if first is None:
                 return None
-            seen.add(key)
-            out.append(root)
+            out = [Root(r.param, r.nbytes, int_node(first[0]), first[1], True)]
+            continue
+        # every other thread must store the first one's relative root (same address and tree):
+        # relativize_meets answers that as relativize would, and stops at the first node of
+        # this thread's tree that the first one's does not hold
+        if nodes is None:
+            nodes = tree_digests(first[1])
+        if not relativize_meets(a, v, param_syms, memos, first, nodes):
+            return None
     return out
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fixbits.checker.forms import Poly, add_terms, data_token, is_variant_symbol, split_thread_form, token
-from fixbits.checker.node import Node, Root, int_node
+from fixbits.checker.node import _VARIANT_KINDS, Node, Root, int_node
 
 if TYPE_CHECKING:
     from fixbits.checker.coord_split import SplitCoord
@@ -957,13 +957,78 @@ def _relativize(
     memos: dict[tuple, dict[bytes, Node]] | None,
     split: bool,
 ) -> tuple[Poly, Node] | None:
-    from fixbits.checker.coord_split import split_group
-
     if value.exchange:
         return None
     frame = _frame(root_addr, param_syms, split)
     if frame is None:
         return None
+    rewrite_poly, memo = _rewriter(frame, memos)
+    try:
+        new_value = _rewrite_tree(value, rewrite_poly, memo)
+    except _StillVariant:
+        return None
+    if new_value.variant:
+        return None
+    return _frame_address(frame), new_value
+
+
+def relativize_meets(
+    root_addr: Poly,
+    value: Node,
+    param_syms: set[str],
+    memos: dict[tuple, dict[bytes, Node]],
+    want: tuple[Poly, Node],
+    nodes: set[bytes],
+) -> bool:
+    """Whether ``relativize(root_addr, value, param_syms, memos)`` is ``want`` (address and
+    tree; ``nodes``: the digest of every node of want's tree, ``tree_digests``).
+
+    The same answer, found early when it is no (signature.per_thread's second and later
+    threads, whose trees mostly differ from the first's): a rewrite whose frame has another
+    address than want's is never want, and a completed rewrite holds every node it built, so
+    one built node outside ``nodes`` means that rewrite, if it completes, is not want. Whether
+    a rewrite completes matters only where a later one (the split rewrite) has want's address:
+    then it is read without building nodes (``_completes``)."""
+    if value.exchange:
+        return False  # (neither rewrite takes an exchange)
+    frames = [_frame(root_addr, param_syms, split) for split in (False, True)]
+    hits = [f is not None and _frame_address(f).key() == want[0].key() for f in frames]
+    for i, frame in enumerate(frames):
+        if frame is None:
+            continue  # (this rewrite gives None: relativize tries the next)
+        rewrite_poly, memo = _rewriter(frame, memos)
+        if hits[i]:
+            try:
+                return _rewrite_tree(value, rewrite_poly, memo, nodes).digest == want[1].digest
+            except _StillVariant:
+                continue  # (it gives None: the next rewrite is tried)
+            except _Elsewhere:
+                pass
+        # this rewrite, if it completes, is not want: the next one counts only if it does not
+        if not any(hits[i + 1 :]) or _completes(value, rewrite_poly, memo, {}):
+            return False
+    return False
+
+
+def tree_digests(n: Node) -> set[bytes]:
+    """The digests of every node of ``n`` (relativize_meets' ``nodes``)."""
+    out: set[bytes] = set()
+    todo = [n]
+    while todo:
+        x = todo.pop()
+        if x.digest not in out:
+            out.add(x.digest)
+            todo.extend(x.kids)
+    return out
+
+
+def _rewriter(
+    frame: _Frame, memos: dict[tuple, dict[bytes, Node]] | None
+) -> tuple[Callable[[Poly], Poly], dict[bytes, Node]]:
+    """The int-leaf rewrite of one frame and the memo of the trees it rewrote (shared between
+    roots of one coordinate frame through ``memos``)."""
+    from fixbits.checker.coord_split import split_group
+
     base, offs, coords, parts = frame
 
     # a group's rewritten terms, per (invariant part, its terms in order): a function of the
@@ -991,27 +1056,38 @@ def _relativize(
             add_terms(acc, items)
         return Poly._of(acc)
 
+    # per coordinate, what each group is compared with (computed once per frame, not per
+    # group): its name, its terms, and the same without its constant (c0)
+    cinfo = [
+        (ck, cp, cp.terms.keys() - {()}, "*".join(ck), cp.const_value())
+        for ck, cp in coords.items()
+        if parts is None or ck != ()  # (with parts, the byte offset's two parts stand for it)
+    ]
+    shifted = {ck: cp - Poly.const(c0) for ck, cp, _keys, _name, c0 in cinfo}
+
     def _rewrite_group(inv: tuple, t: dict[tuple, int]) -> tuple:
         g = Poly(t)
         rep = None
         if parts is not None and inv == () and g.is_variant():
             rep = split_group(g, parts)
         elif g.is_variant():
-            for ck, cp in coords.items():
-                if parts is not None and ck == ():
-                    continue  # its two parts stand for it (split_group)
-                r = _ratio(g, cp)
+            gkeys = g.terms.keys() - {()}
+            for ck, cp, ckeys, name, c0 in cinfo:
+                # (_ratio is None unless both sides have the same monomials: tested first)
+                r = _ratio(g, cp) if g.terms.keys() == cp.terms.keys() else None
                 if r is not None:
                     num, den = r
-                    rep = Poly({(f"OUT[{'*'.join(ck)}]/{den}",): num})
+                    rep = Poly({(f"OUT[{name}]/{den}",): num})
                     break
                 # g = num/den * E + c exactly (a neighbour of the output's own element, or a
                 # bound check written as i + 1 <= N)
-                g0, c0 = g.const_value(), cp.const_value()
-                r = _ratio(g - Poly.const(g0), cp - Poly.const(c0))
+                if gkeys != ckeys:
+                    continue
+                g0 = g.const_value()
+                r = _ratio(g - Poly.const(g0), shifted[ck])
                 if r is not None and (r[0] * c0) % r[1] == 0:
                     num, den = r
-                    rep = Poly({(f"OUT[{'*'.join(ck)}]/{den}",): num}) + Poly.const(g0 - num * c0 // den)
+                    rep = Poly({(f"OUT[{name}]/{den}",): num}) + Poly.const(g0 - num * c0 // den)
                     break
         if rep is None:
             rep = g
@@ -1020,14 +1096,7 @@ def _relativize(
     # the rewrite depends only on the coordinates: roots that share them share its memo
     ckey = tuple(sorted((inv, cp.key()) for inv, cp in coords.items())) + (("split",) if parts else ())
     memo: dict[bytes, Node] = {} if memos is None else memos.setdefault(ckey, {})
-
-    try:
-        new_value = _rewrite_tree(value, rewrite_poly, memo)
-    except _StillVariant:
-        return None
-    if new_value.variant:
-        return None
-    return _frame_address(frame), new_value
+    return rewrite_poly, memo
 
 
 _Frame = tuple[str, dict, dict, "SplitCoord | None"]
@@ -1111,34 +1180,73 @@ class _StillVariant(Exception):
     """A rewritten subtree is still variant: so is every tree above it (relativize fails)."""
 
 
-def _rewrite_tree(n: Node, rewrite_poly: Callable[[Poly], Poly], memo: dict[bytes, Node]) -> Node:
+class _Elsewhere(Exception):
+    """A rewritten subtree is no node of the tree it must meet (relativize_meets)."""
+
+
+def _rewrite_tree(
+    n: Node, rewrite_poly: Callable[[Poly], Poly], memo: dict[bytes, Node], within: set[bytes] | None = None
+) -> Node:
     """``n`` with every int leaf rewritten by ``rewrite_poly`` (relativize). A module function,
     not a closure: a recursive closure holds itself through its cell, and each root left that
     cycle (with the memo it reaches) for the cyclic collector.
 
     Raises _StillVariant at the first rewritten subtree that is still variant (a node is
     variant when a child is, so the whole rewrite would be: relativize gives up); the memo
-    keeps only finished rewrites, that one included."""
+    keeps only finished rewrites, that one included. With ``within``, raises _Elsewhere at the
+    first rewritten subtree (not variant) whose digest is not in it."""
     if not n.variant:
+        if within is not None and n.digest not in within:
+            raise _Elsewhere
         return n  # no thread, block or iteration symbol below: rewrite_poly changes nothing
     got = memo.get(n.digest)
     if got is not None:
         if got.variant:
             raise _StillVariant
+        if within is not None and got.digest not in within:
+            raise _Elsewhere
         return got
     if n.poly is not None:
         out = int_node(rewrite_poly(n.poly))
     elif not n.kids:
         out = n
-    else:
+    elif within is None:
         # (an invariant child is itself: _rewrite_tree's first test, inline)
         out = Node(
             n.kind, n.attrs, tuple([_rewrite_tree(k, rewrite_poly, memo) if k.variant else k for k in n.kids])
         )
+    else:
+        out = Node(n.kind, n.attrs, tuple([_rewrite_tree(k, rewrite_poly, memo, within) for k in n.kids]))
     memo[n.digest] = out
     if out.variant:
         raise _StillVariant
+    if within is not None and out.digest not in within:
+        raise _Elsewhere
     return out
+
+
+def _completes(
+    n: Node, rewrite_poly: Callable[[Poly], Poly], memo: dict[bytes, Node], seen: dict[bytes, bool]
+) -> bool:
+    """Whether ``_rewrite_tree(n, rewrite_poly, memo)`` returns (no rewritten subtree variant),
+    without building the rewritten nodes: a rewritten node is variant when its kind is
+    (node._VARIANT_KINDS), an int leaf's rewritten form is, or a rewritten child is."""
+    if not n.variant:
+        return True
+    got = memo.get(n.digest)
+    if got is not None:
+        return not got.variant
+    ok = seen.get(n.digest)
+    if ok is not None:
+        return ok
+    if n.poly is not None:
+        ok = not rewrite_poly(n.poly).is_variant()
+    elif not n.kids or n.kind in _VARIANT_KINDS:
+        ok = False  # (a variant leaf is kept as it is; a variant kind stays variant)
+    else:
+        ok = all(_completes(k, rewrite_poly, memo, seen) for k in n.kids)
+    seen[n.digest] = ok
+    return ok
 
 
 def _ratio(g: Poly, c: Poly) -> tuple[int, int] | None:

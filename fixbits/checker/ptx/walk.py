@@ -138,6 +138,7 @@ class PTXWalk(Walk):
         self._fwd_memo: dict[bytes, bool] = {}
         self._fwd_memo_shfl: dict[bytes, bool] = {}
         self._fwd_reads: dict[tuple, Node | None] = {}  # (generation key, addresses, bytes, shfl) -> read
+        self._fwd_leaves: dict[tuple, Node | None] = {}  # forward.interpolate's int leaves
         self._fwd_gen_keys: dict[int, tuple[list[SmemEntry], bytes]] = {}
         # device-side TMA descriptors: fields per shared-memory template and per global copy
         self.tmap_tpl: dict[tuple, dict[tuple[str, int | None], Node]] = {}
@@ -1686,7 +1687,7 @@ class PTXWalk(Walk):
                 packed = packs[pk] = mk_pack(pieces, 8 * w)
             trees.append(packed)
             tids.append(-1)
-        got = reads[key] = fwd.interpolate(trees, tids, bits, {})
+        got = reads[key] = fwd.interpolate(trees, tids, bits, self._fwd_leaves)
         return got
 
     def forward_ld(self, a: Poly, nbytes: int, count: int) -> list[Node] | None:
