@@ -4,7 +4,7 @@
 # 1. the whole fp8 table with --tune-limit 5, so the four-warpgroup 256x128 / 128x256 fp8 tiles
 #    (matrices/kernels/tensor_core.yaml, never timed) compete for M >= 2048, seeded with session
 #    28's winners; every candidate's bytes compared with cuBLASLt's;
-# 2. phase B of the narrow pairs, continued: the 305 answers n15's fuzz shapes reached on the H200
+# 2. phase B of the narrow pairs, continued: the 304 answers n15's fuzz shapes reached on the H200
 #    that no entry has been probed for after session 28 (benchmarks/reconstruction/h100/s28/
 #    phaseb_targets_s29.args).
 set -u
