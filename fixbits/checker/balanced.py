@@ -543,9 +543,14 @@ def _leaf(n: Node) -> Span | None:
     return Span(Node("leaf", (space, nbytes, base)), 0, idx, None)
 
 
+def flippable(p: Poly, sym: str) -> bool:
+    """Whether _flip_bit can complement bit ``sym`` of p (it appears in no product)."""
+    return not any(sym in m and m != (sym,) for m in p.terms)
+
+
 def _flip_bit(p: Poly, sym: str) -> Poly | None:
     """p with bit ``sym`` replaced by its complement; None if ``sym`` appears in a product."""
-    if any(sym in m and m != (sym,) for m in p.terms):
+    if not flippable(p, sym):
         return None
     # p.substitute(sym, 1 - sym), term for term in its order: c*sym becomes c - c*sym
     t: dict[tuple[str, ...], int] = {}

@@ -138,30 +138,17 @@ class SetProver:
         )
 
     def _partner(self, n: Node) -> ElemSet | None:
-        """``of(n)`` for the shuffle of a butterfly ``max(x, shfl.bfly(x, 2^k))``, but with no
-        elements when it is not memoised yet: None exactly where _shfl gives None (x has no set,
-        or an element of x holds the lane bits in a product), else x's combine and the padding
-        facts as _shfl moves them. The butterfly's set is made from x's elements alone."""
+        """``of(n)`` for the shuffle of a butterfly ``max(x, shfl.bfly(x, 2^k))``, without its
+        elements unless memoised already: the butterfly's set is made from x's elements alone."""
         got = self.memo.get(n.digest, False)
         if got is not False:
             return got  # type: ignore[return-value]
-        off = const_of(n.kids[1])
-        assert off is not None
-        s = self.of(n.kids[0])
-        if s is None:
-            return None
-        syms = [f"tx{k}" for k in range(5) if off >> k & 1]
-        for _t, p in s.elems:
-            for sym in syms:
-                if any(sym in m and m != (sym,) for m in p.terms):
-                    return None  # (_flip_bit's None)
-        pads = s.pads
-        if pads and self.nbits is not None:
-            pads = tuple((d, _xor_threads(m, off, self.nbits)) for d, m in pads)
-        return ElemSet(s.comb, frozenset(), pads)
+        return self._shfl(n, elements=False)
 
-    def _shfl(self, n: Node) -> ElemSet | None:
-        from fixbits.checker.balanced import _flip_bit
+    def _shfl(self, n: Node, elements: bool = True) -> ElemSet | None:
+        """x's set with the shuffle's lane bits flipped; ``elements=False``: the same None,
+        combine and padding facts, with no elements built."""
+        from fixbits.checker.balanced import _flip_bit, flippable
 
         if not is_bit_move(n):
             return None
@@ -170,14 +157,18 @@ class SetProver:
         s = self.of(n.kids[0])
         if s is None:
             return None
+        syms = [f"tx{k}" for k in range(5) if off >> k & 1]
         out = set()
         for t, p in s.elems:
-            for k in range(5):
-                if off >> k & 1:
-                    q = _flip_bit(p, f"tx{k}")
-                    if q is None:
-                        return None
-                    p = q
+            if not elements:
+                if not all(flippable(p, sym) for sym in syms):
+                    return None
+                continue
+            for sym in syms:
+                q = _flip_bit(p, sym)
+                if q is None:
+                    return None
+                p = q
             out.add((t, p))
         pads = s.pads
         if pads and self.nbits is not None:
