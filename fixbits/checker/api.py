@@ -139,7 +139,7 @@ def _build_of(
     return build(
         isa, name, w.roots, w.effects, ntid, params, not w.nondeterministic, shared_reads=not w.smem_war,
         pads=bool(getattr(w, "spec", None)), masked_false=getattr(w, "masked_false", None),
-        masked_preds=getattr(w, "masked_preds", None),
+        masked_preds=getattr(w, "masked_preds", None), tokens=getattr(w, "dtoks", None),
     )  # fmt: skip
 
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fixbits.checker.bound_split import decided
 from fixbits.checker.exp_pads import pad_term
 from fixbits.checker.forms import Poly, add_terms, is_bit_symbol
 from fixbits.checker.leaf_pred import index_bound, is_coordinate_pred, relative_pred
 from fixbits.checker.mask_bounds import fails_on, holds_on, masked_in, replace_node, wrapped
 from fixbits.checker.maxsets import SET_KINDS, SetProver
 from fixbits.checker.node import Node, int_node
-from fixbits.checker.pads import RN_F32, contractable, is_zero, nonneg
+from fixbits.checker.pads import RN_F32, contractable, is_zero, mk_fadd, nonneg
 
 COMBINES = frozenset({"add", "mul", "max", "min"})  # with shfl and xwarp: node._COMBINING
 _ELEMENTWISE = frozenset({"cvt", "neg", "abs", "fabs", "mul", "add", "sub", "fma", "ex2", "lg2", "max", "min",
@@ -115,6 +116,76 @@ class Collapser:
                     return Span(s.template, s.height, s.start.substitute(b, Poly.const(1 - v)), s.combine,
                                 s.canon, ((b, 1 - v),))  # fmt: skip
         return s
+
+    def _balanced_node(self, s: Span) -> Node:
+        """The node of a proven span; launch-specialised, a span whose template reads index
+        bounds the launch decides on parts of its range is written by those parts (_by_bounds)."""
+        if self.pads and s.combine is not None:
+            got = self._by_bounds(s.template, s.start, s.height, s.combine)
+            if got is not None and not (isinstance(got, Span) and got.template is s.template):
+                node = got if isinstance(got, Node) else self._span_node(got)
+                if node is not None:
+                    return self._marked(node) if s.canon else node
+        out = Node("balanced", (s.combine, s.height), (s.template, int_node(s.start)))
+        return self._marked(out) if s.canon else out
+
+    def _marked(self, n: Node) -> Node:
+        """canon(n), or n where it is never -0 nor a non-canonical NaN."""
+        if n.kind == "canon" or nonneg(n, self.nonneg_memo):
+            return n
+        return Node("canon", (), (n,))
+
+    def _span_node(self, s: Span) -> Node | None:
+        if s.zero:
+            return ZERO.template
+        if s.height < 1 or s.combine is None or s.live is not None:
+            return None  # (a single element has no node of its own here)
+        out = Node("balanced", (s.combine, s.height), (s.template, int_node(s.start)))
+        return self._marked(out) if s.canon else out
+
+    def _by_bounds(
+        self, t: Node, start: Poly, h: int, comb: tuple, budget: list[int] | None = None
+    ) -> Span | Node | None:
+        """The balanced tree of template ``t`` over [start, start + 2^h): a span whose bounds
+        are decided on the whole range (bound_split.decided), else the combine of its two
+        halves, each written so (the balanced tree's own definition); None when a half of
+        height 0 is still undecided. Padding halves fold only under an fp32 add with
+        rounding to nearest (pads.mk_fadd's rules)."""
+        budget = [_SPLIT_BUDGET] if budget is None else budget
+        budget[0] -= 1
+        if budget[0] < 0:
+            return None  # (a bound no narrower range decides, at some thread: give up)
+        t2, open_ = decided(t, start, h, {})
+        if not open_:
+            return ZERO if is_zero(t2) else Span(t2, h, start, comb)
+        if h <= 1:
+            return None
+        half = 1 << (h - 1)
+        lo = self._by_bounds(t, start, h - 1, comb, budget)
+        hi = self._by_bounds(t, start + Poly.const(half), h - 1, comb, budget)
+        if lo is None or hi is None:
+            return None
+        add_rn = _add_rn(Node(comb[0], comb[1]))
+        if isinstance(lo, Span) and isinstance(hi, Span):
+            if lo.zero or hi.zero:
+                if not add_rn:
+                    return None
+                if lo.zero and hi.zero:
+                    return ZERO
+                x = hi if lo.zero else lo
+                return Span(x.template, x.height, x.start, x.combine, True)
+            if (
+                lo.template.digest == hi.template.digest
+                and lo.height == hi.height == h - 1
+                and lo.live is None
+                and hi.live is None
+            ):  # (two whole halves, lo at start and hi at start + 2^(h-1) as built here)
+                return Span(lo.template, h, start, comb, lo.canon or hi.canon)
+        a = lo if isinstance(lo, Node) else self._span_node(lo)
+        b = hi if isinstance(hi, Node) else self._span_node(hi)
+        if a is None or b is None:
+            return None
+        return mk_fadd(a, b, comb[1]) if add_rn else Node(comb[0], comb[1], (a, b))
 
     # ---- proofs -----------------------------------------------------------------------------
     def span(self, n: Node) -> Span | None:
@@ -415,13 +486,15 @@ class Collapser:
         if es is not None and es.comb is not None and len(es.elems) >= 2:
             out = self.sets.node(es)  # (an order-free max or min: its set, not its shape)
         elif s is not None and s.height >= 1 and s.combine is not None and s.live is None:
-            out = Node("balanced", (s.combine, s.height), (s.template, int_node(s.start)))
-            if s.canon and not nonneg(out, self.nonneg_memo):
-                out = Node("canon", (), (out,))
+            out = self._balanced_node(s)
         elif n.kids and n.poly is None:
             kids = tuple(self.collapse(k) for k in n.kids)
             out = n if all(a is b for a, b in zip(kids, n.kids, strict=True)) else Node(n.kind, n.attrs, kids)
-            if self.pads and out.kind == "canon" and nonneg(out.kids[0], self.nonneg_memo):
+            if self.pads and out is not n and _add_rn(out):
+                out = mk_fadd(kids[0], kids[1], out.attrs)  # (a canon marker a child gained floats up)
+            if self.pads and out.kind == "canon" and (
+                out.kids[0].kind == "canon" or nonneg(out.kids[0], self.nonneg_memo)
+            ):
                 out = out.kids[0]  # (canon(x) is x's bits where x is never -0 nor another NaN)
         else:
             out = n
@@ -494,6 +567,14 @@ def rename_bits(p: Poly, mapping: dict[str, Poly]) -> Poly | None:
     for x in bits:
         p = p.substitute("w:" + x, mapping[x])
     return p
+
+
+_SPLIT_BUDGET = 64  # ranges one span may be split into (a single boundary needs 2 per level)
+
+
+def _add_rn(n: Node) -> bool:
+    """An fp32 add that rounds to nearest (pads.mk_fadd's rules hold for it)."""
+    return n.kind == "add" and bool(n.attrs) and n.attrs[0] in RN_F32
 
 
 def _const(n: Node) -> int | None:

@@ -120,3 +120,17 @@ def index_bound(pred: Node, start: Poly) -> Node | None:
     if (1 - e.const_value()) % g:
         return None
     return Node("cmp", r.attrs, (Node("ixform", (1, 1), form.kids), z))
+
+
+def normal_ixform(n: Node) -> Node:
+    """``ixform<g, a>(R + k, e)`` as ``ixform<g, a>(R, e - a*k)`` for a constant k that is a
+    multiple of g (floor_g(x - k) = floor_g(x) - k exactly then): a row start written with a
+    constant after a change of coordinates meets the one written without."""
+    r, e = n.kids[0].poly, n.kids[1].poly
+    if r is None or e is None:
+        return n
+    g, a = n.attrs
+    k = r.const_value()
+    if not k or k % g:
+        return n
+    return Node("ixform", n.attrs, (int_node(r - Poly.const(k)), int_node(e - Poly.const(a * k))))

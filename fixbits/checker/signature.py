@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from fixbits.checker import exp_pads
+from fixbits.checker import dtokens, exp_pads
 from fixbits.checker.forms import Poly
 from fixbits.checker.node import Node, Root, int_node
 from fixbits.checker.walk import relative_addresses, relativize, relativize_meets, tree_digests
@@ -66,13 +66,15 @@ def build(
     pads: bool = False,
     masked_false: dict[bytes, int] | None = None,
     masked_preds: dict[bytes, Node | None] | None = None,
+    tokens: dict[str, Node] | None = None,
 ) -> KernelSignature:
     """``shared_reads``: the walk found no shared read a later store of its barrier interval may
     race with, and none inside a loop (Walk.smem_war): per-thread roots may then take shared
     reads apart (thread_roots.read_at). ``pads``: a launch-specialised walk, whose +0 padding
     the balanced collapse reads as zero spans (balanced.py); ``masked_false``: its threads
     where a masked load keeps the register's padding (maxsets.py); ``masked_preds``: each masked
-    load's predicate (balanced.py lifts plain loads to masked ones where it holds)."""
+    load's predicate (balanced.py lifts plain loads to masked ones where it holds); ``tokens``:
+    what the walk's D: tokens of float bits stand for (dtokens.py)."""
     from fixbits.checker.balanced import Collapser
     from fixbits.checker.thread_roots import ThreadEval, thread_bits
 
@@ -82,7 +84,11 @@ def build(
     col = Collapser(pads, masked_false, nbits, masked_preds)
     rel_memos: dict[tuple, dict[bytes, Node]] = {}
     tev = ThreadEval(nbits, shared_reads, pads) if nbits is not None else None
+    expander = dtokens.Expander(tokens) if tokens else None
+    canon_memo: dict[bytes, Node] = {}
     for r in roots:
+        if expander is not None:
+            r = Root(r.param, r.nbytes, r.address, expander.expand(r.value), r.relative, r.storers)
         addr = r.address
         v = col.collapse(r.value)
         if pads:
@@ -110,6 +116,9 @@ def build(
             physical = True
             got = [r]
         for root in got:
+            if expander is not None:
+                root = Root(root.param, root.nbytes, root.address, dtokens.canonical(root.value, canon_memo),
+                            root.relative, root.storers)  # fmt: skip
             by_param.setdefault(r.param, []).append((_root_key(root), root))
     outs = []
     for param in sorted(by_param):

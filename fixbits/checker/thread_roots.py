@@ -45,6 +45,7 @@ _SAME_BITS = 5  # _same_at evaluates a stored value at up to 2^this writers (one
 POINTWISE = frozenset({
     "add", "sub", "mul", "fma", "div", "sqrt", "rsqrt", "rcp", "ex2", "lg2", "max", "min", "neg",
     "abs", "fabs", "cvt", "canon", "masked", "load", "pack", "slice", "and", "or", "not", "true",
+    "bits", "dtok", "dint",  # (dtokens.py: integer functions of a float's bits, at the same thread)
 })  # fmt: skip
 
 

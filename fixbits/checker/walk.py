@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fixbits.checker.forms import Poly, add_terms, data_token, is_variant_symbol, split_thread_form, token
+from fixbits.checker.leaf_pred import normal_ixform
 from fixbits.checker.node import _VARIANT_KINDS, Node, Root, int_node
 
 if TYPE_CHECKING:
@@ -86,6 +87,20 @@ def mk_not(p: Node) -> Node:
     if p.kind == "not":
         return p.kids[0]
     return Node("not", (), (p,))
+
+
+def mk_pred_join(op: str, kids: tuple[Node, ...]) -> Node:
+    """``and`` / ``or`` of predicates, with constant operands folded (a predicate the launch
+    decides is ``true`` or ``not(true)``): x and true is x, x and false is false, and dually."""
+    unit, zero = (TRUE, mk_not(TRUE)) if op == "and" else (mk_not(TRUE), TRUE)
+    if not any(k.digest in (unit.digest, zero.digest) for k in kids):
+        return Node(op, ("pred",), kids)
+    if any(k.digest == zero.digest for k in kids):
+        return zero
+    rest = tuple(k for k in kids if k.digest != unit.digest)
+    if not rest:
+        return unit
+    return rest[0] if len(rest) == 1 else Node(op, ("pred",), rest)
 
 
 def icmp(op: str, sign: str, diff: Poly) -> Node:
@@ -1217,6 +1232,8 @@ def _rewrite_tree(
         )
     else:
         out = Node(n.kind, n.attrs, tuple([_rewrite_tree(k, rewrite_poly, memo, within) for k in n.kids]))
+    if out.kind == "ixform":
+        out = normal_ixform(out)  # (the rewrite may give the row start a constant)
     memo[n.digest] = out
     if out.variant:
         raise _StillVariant

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from fixbits.checker import dtokens
 from fixbits.checker import forward as fwd
 from fixbits.checker.forms import (
     Poly,
@@ -35,6 +36,7 @@ from fixbits.checker.walk import (
     Walk,
     icmp,
     mk_not,
+    mk_pred_join,
     mk_select,
     pointer_param,
     pred_is_coordinate,
@@ -152,6 +154,8 @@ class PTXWalk(Walk):
         self.masked_false: dict[bytes, int] = {}
         # and the predicate of each masked load (None where one node met two predicates)
         self.masked_preds: dict[bytes, Node | None] = {}
+        # what each D: token of float bits or of integer arithmetic on them stands for (dtokens.py)
+        self.dtoks: dict[str, Node] = {}
         self._canon_in: dict[bytes, bool] = {}
         self.read_facts: dict[bytes, ReadFacts | None] = {}
         # shfl nodes by digest: True while every write of one was unpredicated and outside any
@@ -313,7 +317,7 @@ class PTXWalk(Walk):
             off = -off
         if base in self.params:
             return self._param(base) + Poly.const(off)
-        return to_poly(self.val(base, 64)) + Poly.const(off)
+        return self._ipoly(self.val(base, 64)) + Poly.const(off)
 
     def _param(self, name: str) -> Poly:
         """A parameter's symbol, or its value under a launch specialisation."""
@@ -705,7 +709,14 @@ class PTXWalk(Walk):
         return None
 
     def _int_args(self, ins: Inst) -> list[Poly]:
-        return [to_poly(self.val(a)) for a in ins.args[1:]]
+        return [self._ipoly(self.val(a)) for a in ins.args[1:]]
+
+    def _ipoly(self, n: Node) -> Poly:
+        """``to_poly``, recording what a float's bits token stands for (dtokens.py)."""
+        p = to_poly(n)
+        if n.poly is None and n.kind != "carried":
+            self.dtoks.setdefault(next(iter(p.symbols())), dtokens.bits_node(n))
+        return p
 
     def _int_result(self, ins: Inst, p: Poly | None, kind: str) -> None:
         if p is None:
@@ -714,6 +725,7 @@ class PTXWalk(Walk):
             p = token(ins.op, [v.digest for v in vals], variant)
             if any(v.poly is None or v.poly.has_data() for v in vals):
                 p = Poly.sym("D:" + p.text().split(":", 1)[1])
+                self.dtoks.setdefault(p.text(), dtokens.op_node(ins.op, tuple(vals)))
             elif variant and all(fwd.block_level(v.poly) for v in vals if v.poly is not None):
                 fwd.note_block_token(p)  # same value in every thread of a block
         self.write(ins, ins.args[0], int_node(p))
@@ -773,7 +785,7 @@ class PTXWalk(Walk):
 
     def op_and(self, ins: Inst, parts: list[str]) -> bool | None:
         if parts[-1] == "pred":
-            self.write(ins, ins.args[0], Node("and", ("pred",), tuple(self.val(a) for a in ins.args[1:])))
+            self.write(ins, ins.args[0], mk_pred_join("and", tuple(self.val(a) for a in ins.args[1:])))
             return None
         a, b = self._int_args(ins)
         r = None
@@ -788,7 +800,7 @@ class PTXWalk(Walk):
 
     def op_or(self, ins: Inst, parts: list[str]) -> bool | None:
         if parts[-1] == "pred":
-            self.write(ins, ins.args[0], Node("or", ("pred",), tuple(self.val(a) for a in ins.args[1:])))
+            self.write(ins, ins.args[0], mk_pred_join("or", tuple(self.val(a) for a in ins.args[1:])))
             return None
         a, b = self._int_args(ins)
         r = exact_or(a, b)
@@ -830,7 +842,7 @@ class PTXWalk(Walk):
         return None
 
     def op_cvta(self, ins: Inst, parts: list[str]) -> bool | None:
-        self.write(ins, ins.args[0], int_node(to_poly(self.val(ins.args[1]))))
+        self.write(ins, ins.args[0], int_node(self._ipoly(self.val(ins.args[1]))))
         return None
 
     def op_selp(self, ins: Inst, parts: list[str]) -> bool | None:
@@ -843,6 +855,7 @@ class PTXWalk(Walk):
             tok = token("selp", (a.digest, b.digest, p.digest), variant)
             if not pred_is_coordinate(p):
                 tok = Poly.sym("D:" + tok.text().split(":", 1)[1])
+                self.dtoks.setdefault(tok.text(), dtokens.op_node("selp", (a, b, p)))
             self.write(ins, ins.args[0], int_node(tok))
             return None
         self.write(ins, ins.args[0], mk_select(p, a, b))
@@ -854,11 +867,15 @@ class PTXWalk(Walk):
         if len(ins.args) > 3:  # setp.op.bool.type p, a, b, {!}c
             return False
         if _INT_TYPES.match(ty):
-            pa, pb = to_poly(a), to_poly(b)
+            pa, pb = self._ipoly(a), self._ipoly(b)
             sign = ty[0] if ty[0] != "b" else "u"
             if sign == "u" and self._small_thread_form(pa) and self._small_thread_form(pb):
                 sign = "s"  # both exact and in [0, 2^16): the unsigned order is the integers'
             n = icmp(cmp, sign, pa - pb)
+            if self.spec and self.grid is not None:
+                t = pred_truth(n, self.grid)  # (the same at every thread of every block of the launch)
+                if t is not None:
+                    n = TRUE if t else mk_not(TRUE)
         else:
             n = Node("cmp", (cmp, ty, ".ftz" if "ftz" in parts else ""), (a, b))
         dsts = [d.strip() for d in ins.args[0].split("|")]
@@ -893,7 +910,7 @@ class PTXWalk(Walk):
             and not any(p in ("sat",) for p in parts)
         ):
             dst_bits = _TYPE_BITS[types[0]]
-            a = to_poly(self.val(ins.args[1]))
+            a = self._ipoly(self.val(ins.args[1]))
             if dst_bits >= _TYPE_BITS[types[1]] or a.is_const():
                 self._int_result(
                     ins, a if not a.is_const() else Poly.const(a.const_value() & ((1 << dst_bits) - 1)), "cvt"
