@@ -84,14 +84,12 @@ def test_real_triton_pinned_log_softmax_merges_for_the_launch(tmp_path, monkeypa
     the collapsed sum they meet under the launch (before: one class each, every root physical);
     unspecialised, N_MULT keeps them apart."""
     pytest.importorskip("triton")
-    from test_checker_helpers import corpus_digests, corpus_family_inputs
+    from test_checker_helpers import n_mult_digests
 
-    fam, mod, shape, inputs = corpus_family_inputs("log_softmax", dtype, monkeypatch, tmp_path)
-    blocks = [(("N_MULT", m),) for m in (1, 2, 4)]
-    spec, plain = corpus_digests(mod, fam.module, inputs, shape, dtype, True, blocks)
+    spec, plain = n_mult_digests("log_softmax", dtype, True, monkeypatch, tmp_path)
     assert spec[0] == spec[1] == spec[2]
     assert len(set(plain)) == 3
-    other_w, _ = corpus_digests(mod, fam.module, inputs, shape, dtype, True, blocks[:1], num_warps=8)
+    other_w, _ = n_mult_digests("log_softmax", dtype, True, monkeypatch, tmp_path, num_warps=8)
     assert other_w[0] == spec[0]
-    free, _ = corpus_digests(mod, fam.module, inputs, shape, dtype, False, blocks[:1])
+    free, _ = n_mult_digests("log_softmax", dtype, False, monkeypatch, tmp_path)
     assert free[0] != spec[0]  # (the free order's sum is another tree: its bytes differ)

@@ -120,11 +120,9 @@ def test_real_triton_rmsnorm_wider_tiles_merge(tmp_path, monkeypatch, dtype, pin
     partials of the padded half are +0 in shared memory, read as zero spans (for some lanes
     only, at the last fold), and the balanced tree over the real half is the exact-width one."""
     pytest.importorskip("triton")
-    from test_checker_helpers import corpus_digests, corpus_family_inputs
+    from test_checker_helpers import n_mult_digests
 
-    fam, mod, shape, inputs = corpus_family_inputs("rmsnorm", dtype, monkeypatch, tmp_path)
-    blocks = [(("N_MULT", m),) for m in (1, 2, 4)]
-    spec, plain = corpus_digests(mod, fam.module, inputs, shape, dtype, pinned, blocks)
+    spec, plain = n_mult_digests("rmsnorm", dtype, pinned, monkeypatch, tmp_path)
     assert spec[0] == spec[1] == spec[2]
     assert len(set(plain)) == 3
 

@@ -490,8 +490,10 @@ class Collapser:
         elif n.kids and n.poly is None:
             kids = tuple(self.collapse(k) for k in n.kids)
             out = n if all(a is b for a, b in zip(kids, n.kids, strict=True)) else Node(n.kind, n.attrs, kids)
-            if self.pads and out is not n and _add_rn(out):
-                out = mk_fadd(kids[0], kids[1], out.attrs)  # (a canon marker a child gained floats up)
+            if self.pads and out is not n and _add_rn(out) and not (out.attrs[0] == "f32" and any(map(contractable, n.kids))):
+                # (a canon marker a child gained floats up; an add ptxas may fuse with the
+                # product it was written over is left as it is, whatever that product became)
+                out = mk_fadd(kids[0], kids[1], out.attrs)
             if self.pads and out.kind == "canon" and (
                 out.kids[0].kind == "canon" or nonneg(out.kids[0], self.nonneg_memo)
             ):

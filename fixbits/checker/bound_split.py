@@ -12,9 +12,9 @@ same tree over the same leaves.
 
 from __future__ import annotations
 
-from fixbits.checker.forms import Poly, is_bit_symbol
+from fixbits.checker.forms import Poly
 from fixbits.checker.launch import join_truths
-from fixbits.checker.mask_bounds import bound_form, fails_on, holds_on
+from fixbits.checker.mask_bounds import bound_form, fails_on, holds_on, offset_range
 from fixbits.checker.node import Node
 
 
@@ -90,14 +90,9 @@ def _ix_range(form: Node, start: Poly, height: int) -> tuple[int, int] | None:
     r, e = form.kids[0].poly, form.kids[1].poly
     if r is None or e is None or not e.is_const() or a <= 0:
         return None
-    d = start - r
-    lo = hi = d.terms.get((), 0)
-    for m, c in d.terms.items():
-        if not m:
-            continue
-        if len(m) != 1 or not is_bit_symbol(m[0]):
-            return None
-        lo, hi = lo + min(c, 0), hi + max(c, 0)
-    hi += (1 << height) - 1
+    got = offset_range(start - r)
+    if got is None:
+        return None
+    lo, hi = got[0], got[1] + (1 << height) - 1
     ev = e.const_value()
     return a * (lo - lo % g) + ev, a * (hi - hi % g) + ev

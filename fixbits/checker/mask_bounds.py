@@ -60,15 +60,23 @@ def _extent(r: Node, start: Poly, height: int) -> tuple[int, int] | None:
     if form is None:
         return None
     R, e = form
-    d = start - R
-    lo = hi = d.terms.get((), 0) + e
+    got = offset_range(start - R)
+    if got is None:
+        return None
+    return got[0] + e, got[1] + e + (1 << height) - 1
+
+
+def offset_range(d: Poly) -> tuple[int, int] | None:
+    """Least and greatest value of ``d`` at every thread, where d is a constant plus thread bits
+    (each 0 or 1); None otherwise."""
+    lo = hi = d.terms.get((), 0)
     for m, c in d.terms.items():
         if not m:
             continue
         if len(m) != 1 or not is_bit_symbol(m[0]):
             return None
         lo, hi = lo + min(c, 0), hi + max(c, 0)
-    return lo, hi + (1 << height) - 1
+    return lo, hi
 
 
 def holds_on(r: Node, start: Poly, height: int) -> bool:
