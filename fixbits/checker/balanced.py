@@ -126,8 +126,9 @@ class Collapser:
                 node = got if isinstance(got, Node) else self._span_node(got)
                 if node is not None:
                     return self._marked(node) if s.canon else node
-        out = Node("balanced", (s.combine, s.height), (s.template, int_node(s.start)))
-        return self._marked(out) if s.canon else out
+        out = self._span_node(s)
+        assert out is not None  # (the caller's span: height >= 1, a combine, no live set)
+        return out
 
     def _marked(self, n: Node) -> Node:
         """canon(n), or n where it is never -0 nor a non-canonical NaN."""
@@ -165,22 +166,13 @@ class Collapser:
         hi = self._by_bounds(t, start + Poly.const(half), h - 1, comb, budget)
         if lo is None or hi is None:
             return None
-        add_rn = _add_rn(Node(comb[0], comb[1]))
+        add_rn = _add_rn(*comb)
         if isinstance(lo, Span) and isinstance(hi, Span):
-            if lo.zero or hi.zero:
-                if not add_rn:
-                    return None
-                if lo.zero and hi.zero:
-                    return ZERO
-                x = hi if lo.zero else lo
-                return Span(x.template, x.height, x.start, x.combine, True)
-            if (
-                lo.template.digest == hi.template.digest
-                and lo.height == hi.height == h - 1
-                and lo.live is None
-                and hi.live is None
-            ):  # (two whole halves, lo at start and hi at start + 2^(h-1) as built here)
-                return Span(lo.template, h, start, comb, lo.canon or hi.canon)
+            if (lo.zero or hi.zero) and not add_rn:
+                return None  # (a pad folds only into an RN add)
+            got = self._join(lo, hi, comb)  # (two whole halves of one template; a pad)
+            if got is not None:
+                return got
         a = lo if isinstance(lo, Node) else self._span_node(lo)
         b = hi if isinstance(hi, Node) else self._span_node(hi)
         if a is None or b is None:
@@ -328,12 +320,16 @@ class Collapser:
             return None
         if self.license is not None:
             x, y = self._lower(x), self._lower(y)
-        comb = (n.kind, n.attrs)
+        return self._join(x, y, (n.kind, n.attrs))
+
+    def _join(self, x: Span, y: Span, comb: tuple) -> Span | None:
+        """The span of ``comb`` over spans x and y, when they are the two halves of one
+        balanced tree (adjacent, or butterfly partners)."""
         if x.zero or y.zero or x.canon or y.canon or x.live or y.live:
             # (only a fold add: canon(x) + y = canon(x + y) and x + (+0) = canon(x), pads.mk_fadd)
-            if n.kind != "add" or not n.attrs or n.attrs[0] not in RN_F32:
+            if not _add_rn(*comb):
                 return None
-            if n.attrs[0] == "f32" and any(s.height == 0 and contractable(s.template) for s in (x, y)):
+            if comb[1][0] == "f32" and any(s.height == 0 and contractable(s.template) for s in (x, y)):
                 return None  # (ptxas may fuse the product into an fma with this add)
             if x.zero and y.zero:
                 return ZERO
@@ -490,7 +486,7 @@ class Collapser:
         elif n.kids and n.poly is None:
             kids = tuple(self.collapse(k) for k in n.kids)
             out = n if all(a is b for a, b in zip(kids, n.kids, strict=True)) else Node(n.kind, n.attrs, kids)
-            if self.pads and out is not n and _add_rn(out) and not (out.attrs[0] == "f32" and any(map(contractable, n.kids))):
+            if self.pads and out is not n and _add_rn(out.kind, out.attrs) and not (out.attrs[0] == "f32" and any(map(contractable, n.kids))):
                 # (a canon marker a child gained floats up; an add ptxas may fuse with the
                 # product it was written over is left as it is, whatever that product became)
                 out = mk_fadd(kids[0], kids[1], out.attrs)
@@ -574,9 +570,9 @@ def rename_bits(p: Poly, mapping: dict[str, Poly]) -> Poly | None:
 _SPLIT_BUDGET = 64  # ranges one span may be split into (a single boundary needs 2 per level)
 
 
-def _add_rn(n: Node) -> bool:
+def _add_rn(kind: str, attrs: tuple) -> bool:
     """An fp32 add that rounds to nearest (pads.mk_fadd's rules hold for it)."""
-    return n.kind == "add" and bool(n.attrs) and n.attrs[0] in RN_F32
+    return kind == "add" and bool(attrs) and attrs[0] in RN_F32
 
 
 def _const(n: Node) -> int | None:

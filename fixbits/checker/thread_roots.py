@@ -38,6 +38,7 @@ from fixbits.checker.launch import U_EQ_BOUND, decide_cmp, join_truths
 from fixbits.checker.maxsets import map_indices
 from fixbits.checker.node import Node, int_node
 from fixbits.checker.pads import RN_F32, is_bit_move, mk_fadd
+from fixbits.checker.walk import const_pred
 
 _MAX_BITS = 10
 _SAME_BITS = 5  # _same_at evaluates a stored value at up to 2^this writers (one warp)
@@ -150,7 +151,7 @@ class ThreadEval:
                 return None
             truth = _decide(n.attrs, kids)  # type: ignore[arg-type]
             if truth is not None:
-                return _const_pred(truth)
+                return const_pred(truth)
             return Node(k, n.attrs, tuple(kids))  # type: ignore[arg-type]
         if k == "select":
             p = self.at(n.kids[0], t)
@@ -178,7 +179,7 @@ class ThreadEval:
             else:
                 got = join_truths(k, vals)
             if got is not None:
-                return _const_pred(got)
+                return const_pred(got)
         if self.pads and k == "add" and len(kids) == 2 and n.attrs[0] in RN_F32:
             return mk_fadd(kids[0], kids[1], n.attrs)
         return Node(k, n.attrs, tuple(kids))
@@ -544,10 +545,6 @@ class _Entry:
     definite: bool  # some writer certainly writes every byte read
     writer: int  # a writer at which the value is the read's (see read_at), or -1
     key: tuple = field(default=(), compare=False)  # (store digest, constant offset, bytes read)
-
-
-def _const_pred(v: bool) -> Node:
-    return Node("true") if v else Node("not", (), (Node("true"),))
 
 
 def _truth(p: Node) -> bool | None:

@@ -89,10 +89,18 @@ def mk_not(p: Node) -> Node:
     return Node("not", (), (p,))
 
 
+FALSE = mk_not(TRUE)
+
+
+def const_pred(v: bool) -> Node:
+    """A predicate with one value at every thread: ``true`` or ``not(true)``."""
+    return TRUE if v else FALSE
+
+
 def mk_pred_join(op: str, kids: tuple[Node, ...]) -> Node:
     """``and`` / ``or`` of predicates, with constant operands folded (a predicate the launch
-    decides is ``true`` or ``not(true)``): x and true is x, x and false is false, and dually."""
-    unit, zero = (TRUE, mk_not(TRUE)) if op == "and" else (mk_not(TRUE), TRUE)
+    decides is ``const_pred``): x and true is x, x and false is false, and dually."""
+    unit, zero = (TRUE, FALSE) if op == "and" else (FALSE, TRUE)
     if not any(k.digest in (unit.digest, zero.digest) for k in kids):
         return Node(op, ("pred",), kids)
     if any(k.digest == zero.digest for k in kids):

@@ -34,6 +34,7 @@ from fixbits.checker.walk import (
     SmemEntry,
     Unsupported,
     Walk,
+    const_pred,
     icmp,
     mk_not,
     mk_pred_join,
@@ -715,7 +716,7 @@ class PTXWalk(Walk):
         """``to_poly``, recording what a float's bits token stands for (dtokens.py)."""
         p = to_poly(n)
         if n.poly is None and n.kind != "carried":
-            self.dtoks.setdefault(next(iter(p.symbols())), dtokens.bits_node(n))
+            self.dtoks.setdefault(p.text(), dtokens.bits_node(n))  # (one symbol: its name)
         return p
 
     def _int_result(self, ins: Inst, p: Poly | None, kind: str) -> None:
@@ -875,7 +876,7 @@ class PTXWalk(Walk):
             if self.spec and self.grid is not None:
                 t = pred_truth(n, self.grid)  # (the same at every thread of every block of the launch)
                 if t is not None:
-                    n = TRUE if t else mk_not(TRUE)
+                    n = const_pred(t)
         else:
             n = Node("cmp", (cmp, ty, ".ftz" if "ftz" in parts else ""), (a, b))
         dsts = [d.strip() for d in ins.args[0].split("|")]
