@@ -24,6 +24,7 @@ from fixbits.checker.bound_split import decided
 from fixbits.checker.exp_pads import pad_term
 from fixbits.checker.forms import Poly, add_terms, is_bit_symbol
 from fixbits.checker.leaf_pred import index_bound, is_coordinate_pred, relative_pred
+from fixbits.checker.loop_leaf import loop_leaf
 from fixbits.checker.mask_bounds import fails_on, holds_on, masked_in, replace_node, wrapped
 from fixbits.checker.maxsets import SET_KINDS, SetProver
 from fixbits.checker.node import Node, int_node
@@ -199,6 +200,11 @@ class Collapser:
         if self.pads and n.kind == "canon":
             s = self.span(n.kids[0])
             return None if s is None or s.zero else Span(s.template, s.height, s.start, s.combine, True)
+        if n.kind == "ileaf":  # (a loop leaf at one thread's element: thread_roots.py)
+            return Span(n.kids[0], 0, n.kids[1].poly, None)  # type: ignore[arg-type]
+        if n.kind == "loopout":
+            got = loop_leaf(n, _leaf_of, self.masked_preds)  # (a per-element accumulation)
+            return None if got is None else Span(got[0], 0, got[1], None)
         if n.kind == "shfl":
             return self._shfl(n)
         if n.kind == "xwarp":
@@ -620,6 +626,11 @@ def _leaf(n: Node) -> Span | None:
         return None
     idx = Poly({m: c // nbytes for m, c in rest.terms.items()})
     return Span(Node("leaf", (space, nbytes, base)), 0, idx, None)
+
+
+def _leaf_of(n: Node) -> tuple[Node, Poly] | None:
+    s = _leaf(n)
+    return None if s is None else (s.template, s.start)
 
 
 def flippable(p: Poly, sym: str) -> bool:

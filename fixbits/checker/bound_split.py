@@ -84,8 +84,8 @@ def pred_on(p: Node, start: Poly, height: int) -> bool | None:
 
 def _ix_range(form: Node, start: Poly, height: int) -> tuple[int, int] | None:
     """Least and greatest a * floor_g(IX - R) + e over the range (a > 0: floor_g is monotone)."""
-    if form.kind != "ixform" or len(form.kids) != 2:
-        return None
+    if form.kind != "ixform" or len(form.kids) != 2 or len(form.attrs) != 2:
+        return None  # (a modular form is not monotone over the range)
     g, a = form.attrs
     r, e = form.kids[0].poly, form.kids[1].poly
     if r is None or e is None or not e.is_const() or a <= 0:

@@ -83,7 +83,7 @@ def build(
     nbits = thread_bits(ntid)
     col = Collapser(pads, masked_false, nbits, masked_preds)
     rel_memos: dict[tuple, dict[bytes, Node]] = {}
-    tev = ThreadEval(nbits, shared_reads, pads) if nbits is not None else None
+    tev = ThreadEval(nbits, shared_reads, pads, col) if nbits is not None else None
     expander = dtokens.Expander(tokens) if tokens else None
     canon_memo: dict[bytes, Node] = {}
     for r in roots:

@@ -21,7 +21,11 @@ V(t) is V with thread t's bits substituted, simplified only where that is exact:
   when out of scope, the xwarp with the history (the writers' own bits) as it is;
 * ``ldmatrix .m8n8 .b16`` (not transposed): the 4-byte read at the row address its lane pair
   takes (as forward_ldmatrix), read as above;
-* ``balanced``: its start at t (the template has no coordinate).
+* ``balanced``: its start at t (the template has no coordinate; a mask form modulo the row is
+  written for the row of t's elements, leaf_pred.at_element);
+* ``loopout`` of a per-element accumulator (loop_leaf.py): ``ileaf(template, element at t)``,
+  the collapser's own leaf, so a block of several rows meets a block of one;
+* a shared read with one writer left (launch-specialised only): that writer's value at it.
 V(t) depends only on the bits of t that V's forms use (``bits_used``), so per_thread reads one
 thread per assignment of those bits.
 Any other node that has a thread, block or loop symbol below and is not a pointwise float or
@@ -31,14 +35,18 @@ integer operation makes the expansion fail: the root then stays physical (can on
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from fixbits.checker.forms import Poly, is_bit_symbol, split_thread_form
+from fixbits.checker.leaf_pred import at_element
 from fixbits.checker.launch import U_EQ_BOUND, decide_cmp, join_truths
 from fixbits.checker.maxsets import map_indices
 from fixbits.checker.node import Node, int_node
 from fixbits.checker.pads import RN_F32, is_bit_move, mk_fadd
 from fixbits.checker.walk import const_pred
+
+if TYPE_CHECKING:
+    from fixbits.checker.balanced import Collapser
 
 _MAX_BITS = 10
 _SAME_BITS = 5  # _same_at evaluates a stored value at up to 2^this writers (one warp)
@@ -61,8 +69,12 @@ def thread_bits(ntid: tuple[int, int, int] | None) -> int | None:
 class ThreadEval:
     """V(t) for the threads of a block of 2^nbits threads (memoised per node and thread)."""
 
-    def __init__(self, nbits: int, shared_reads: bool = False, pads: bool = False) -> None:
+    def __init__(
+        self, nbits: int, shared_reads: bool = False, pads: bool = False,
+        col: Collapser | None = None,
+    ) -> None:  # fmt: skip
         self.nbits = nbits
+        self.col = col  # the signature's collapser: loop leaves' spans, one-writer reads' trees
         self.shared_reads = shared_reads  # read_at may take reads apart (signature.build)
         self.pads = pads  # launch-specialised: a read resolved to a +0 pad folds (pads.mk_fadd)
         self.memo: dict[tuple[bytes, int], Node | None] = {}
@@ -142,9 +154,19 @@ class ThreadEval:
             return self.ldmatrix_at(n, t)
         if k == "balanced":
             s = self.at(n.kids[1], t)
-            return None if s is None else Node(k, n.attrs, (n.kids[0], s))
+            if s is None or s.poly is None:
+                return None
+            return Node(k, n.attrs, (at_element(n.kids[0], s.poly, 1 << n.attrs[1]), s))
         if k == "selset":
             return map_indices(n, lambda q: self.poly_at(q, t))
+        if k == "loopout":
+            # a per-element accumulator (loop_leaf.py): the leaf its template gives at this
+            # thread's element (the collapser's span, so both paths write one template)
+            sp = self.col.span(n) if self.col is not None else None
+            if sp is None or sp.height != 0 or sp.combine is not None:
+                return None
+            p = self.poly_at(sp.start, t)
+            return None if p is None else Node("ileaf", (), (at_element(sp.template, p), int_node(p)))
         if k == "cmp":
             kids = [self.at(x, t) for x in n.kids]
             if any(x is None for x in kids):
@@ -316,8 +338,10 @@ class ThreadEval:
         value, at(); memoised on the bits ``v`` uses): then whichever of them wrote last, the
         bytes hold that tree (a butterfly all-reduce's total, a value read back from one slot).
         At most 2^_SAME_BITS distinct evaluations are tried."""
+        if len(writers) == 1 and self.pads and self.col is not None:
+            return True  # (one writer: its own value; launch-specialised, where its tree collapses)
         if len(used) > _SAME_BITS:
-            return False  # (also when one writer is left: resolving such reads costs more than it merged)
+            return False  # (unspecialised, one writer left too: resolving such reads costs more than it merged)
         mask = sum(1 << i for i in used)
         if all(w & mask == writers[0] & mask for w in writers):
             return True  # (at() reads only these bits: one evaluation stands for all)

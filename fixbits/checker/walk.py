@@ -111,6 +111,15 @@ def mk_pred_join(op: str, kids: tuple[Node, ...]) -> Node:
     return rest[0] if len(rest) == 1 else Node(op, ("pred",), rest)
 
 
+def pc_and(conds: tuple[Node, ...]) -> Node:
+    """A path condition's ``and`` (the ``pc`` join), with the launch's decided predicates
+    folded: a branch every thread takes adds nothing to it."""
+    if any(k.digest == FALSE.digest for k in conds):
+        return FALSE
+    rest = tuple(k for k in conds if k.digest != TRUE.digest)
+    return rest[0] if len(rest) == 1 else (Node("and", ("pc",), rest) if rest else TRUE)
+
+
 def icmp(op: str, sign: str, diff: Poly) -> Node:
     """Integer comparison ``diff OP 0`` in one canonical form: ``diff' <= 0``, ``== 0`` or their
     negation (integers: d < 0 iff d + 1 <= 0), so that K > 0 and K - 1 < 0 meet."""
@@ -319,7 +328,7 @@ class Walk:
         merged = dict(base_env)
         for env, pc in reversed(states[:-1]):
             extra = pc[len(prefix) :]
-            cond = extra[0] if len(extra) == 1 else (Node("and", ("pc",), extra) if extra else TRUE)
+            cond = pc_and(tuple(extra))
             keys = set(env) | set(merged)
             for r in keys:
                 a = env.get(r)
@@ -448,7 +457,7 @@ class Walk:
             # a store under a branch runs only where the path condition holds: it joins the
             # store's predicate, so a proof that reads this slot sees which writers store
             conds = self.pc + ((pred,) if pred is not None else ())
-            pred = conds[0] if len(conds) == 1 else Node("and", ("pc",), conds)
+            pred = pc_and(conds)
         self.smem_version += 1
         if self.fwd_bar is not None and self.fwd_bar == self.bars:
             self.fwd_race = True
@@ -477,7 +486,7 @@ class Walk:
         if self.depth:
             self.smem_war = True
         conds = self.pc + ((self.read_pred,) if self.read_pred is not None else ())
-        pred = None if not conds else (conds[0] if len(conds) == 1 else Node("and", ("pc",), conds))
+        pred = None if not conds else pc_and(conds)
         self.interval_reads.append((addr, nbytes, own, pred))
 
     def _may_race(
@@ -1239,7 +1248,10 @@ def _rewrite_tree(
             n.kind, n.attrs, tuple([_rewrite_tree(k, rewrite_poly, memo) if k.variant else k for k in n.kids])
         )
     else:
-        out = Node(n.kind, n.attrs, tuple([_rewrite_tree(k, rewrite_poly, memo, within) for k in n.kids]))
+        # (an ixform's kids are checked once normalised: the constant normal_ixform moves from
+        # R into e leaves a rewritten R that no finished tree holds)
+        w = None if n.kind == "ixform" else within
+        out = Node(n.kind, n.attrs, tuple([_rewrite_tree(k, rewrite_poly, memo, w) for k in n.kids]))
     if out.kind == "ixform":
         out = normal_ixform(out)  # (the rewrite may give the row start a constant)
     memo[n.digest] = out

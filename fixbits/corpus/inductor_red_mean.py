@@ -67,6 +67,12 @@ def launch(inputs: dict[str, Any], shape: dict[str, int], cfg: Config, pinned: b
     return {"sum": s, "mean": mean}
 
 
+def launch_ints(shape: dict[str, int], cfg: Config, pinned: bool) -> tuple[dict[str, int], tuple[int]]:
+    """``xnumel``, ``r0_numel`` and the grid as ``launch`` passes them, for the checker's launch
+    specialisation (free and pinned order)."""
+    return {"xnumel": shape["M"], "r0_numel": shape["N"]}, (triton.cdiv(shape["M"], cfg.block("XBLOCK")),)
+
+
 def reference(inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The loop as written (a left fold per lane of the chunk, from +0.0), then the pinned tree."""
     x = inputs["x"].astype(np.float32)
