@@ -27,7 +27,9 @@ def _lane(bits: dict[str, int]) -> Poly:
     return out
 
 
-def _loopout(elem: Poly, *, cond_extra: Poly | None = None, stride: int = 256, slot2: Poly | None = None) -> Node:
+def _loopout(
+    elem: Poly, *, cond_extra: Poly | None = None, stride: int = 256, slot2: Poly | None = None, init: Node = ZERO
+) -> Node:
     """acc = where(IT*256 + v < 8192, acc + x[e + IT*stride], acc) over a loop of 32 chunks (v:
     the first element of e's vector, whose column Triton's mask compares)."""
     cond = Node("cmp", ("le", "s"), (int_node(IT.scale(256) + Poly.const(-7935) + (cond_extra or Poly.const(0))), ZERO))
@@ -39,7 +41,7 @@ def _loopout(elem: Poly, *, cond_extra: Poly | None = None, stride: int = 256, s
         pred = Node("cmp", ("le", "s"), (int_node(IT.scale(256) + v + Poly.const(-8191)), ZERO))
         return Node("select", (), (pred, Node("add", ("f32",), (x, STATE)), STATE))
 
-    slots = [Node("slot", (), (ZERO, upd(elem)))]
+    slots = [Node("slot", (), (init, upd(elem)))]
     if slot2 is not None:
         slots.append(Node("slot", (), (ZERO, upd(slot2))))
     return Node("loopout", (0,), (Node("loop", (1,), (cond, *slots)),))
@@ -64,6 +66,7 @@ def test_what_is_not_one_element_per_lane_is_refused():
     assert loop_leaf(_loopout(e, cond_extra=Poly.sym("ctaid.x")), _leaf_of) is None  # a block's
     assert loop_leaf(_loopout(e, slot2=e + Poly.const(1)), _leaf_of) is None  # two elements in one loop
     assert loop_leaf(_loopout(e, stride=0), _leaf_of) is None  # no chunk stride: not an accumulation
+    assert loop_leaf(_loopout(e, init=Node("undef")), _leaf_of) is None  # an initial value not a number
     assert loop_leaf(_loopout(e, slot2=e), _leaf_of) is not None  # (two slots over one element)
 
 

@@ -23,6 +23,7 @@ from fixbits.checker.leaf_pred import BOUND_IT, index_bound, is_coordinate_pred,
 from fixbits.checker.node import Node, int_node
 
 _BODY = frozenset({"cvt", "neg", "abs", "fabs", "mul", "add", "sub", "fma", "max", "min", "masked", "select"})
+_PREDS = frozenset({"cmp", "and", "or", "not", "true"})
 _ITER = ("IT",)  # the loop's iteration symbols: one value for every thread of an iteration
 
 
@@ -32,11 +33,11 @@ def _uniform_poly(p: Poly) -> bool:
 
 
 def _uniform(n: Node) -> bool:
+    """An integer form or a predicate over such forms, uniform (_uniform_poly): a loop's
+    condition and its slots' initial values; anything else is refused."""
     if n.poly is not None:
         return _uniform_poly(n.poly)
-    if n.kind in ("load", "state", "loop", "loopout", "inloop", "carried", "opaque", "shfl", "xwarp"):
-        return False
-    return all(_uniform(k) for k in n.kids)
+    return n.kind in _PREDS and all(_uniform(k) for k in n.kids)
 
 
 def _iter_part(p: Poly) -> Poly:

@@ -91,6 +91,7 @@ class ThreadEval:
         # a store as a read keeps it, per (store, its constant minus the read's, bytes read)
         self.rmemo: dict[tuple, _Entry | None] = {}
         self.nmemo: dict[tuple, Node] = {}
+        self.modmemo: dict[bytes, bool] = {}
 
     def poly_at(self, p: Poly, t: int) -> Poly | None:
         k = p.key()
@@ -156,7 +157,8 @@ class ThreadEval:
             s = self.at(n.kids[1], t)
             if s is None or s.poly is None:
                 return None
-            return Node(k, n.attrs, (at_element(n.kids[0], s.poly, 1 << n.attrs[1]), s))
+            t = n.kids[0]
+            return Node(k, n.attrs, (at_element(t, s.poly, 1 << n.attrs[1]) if self._modular(t) else t, s))
         if k == "selset":
             return map_indices(n, lambda q: self.poly_at(q, t))
         if k == "loopout":
@@ -166,7 +168,8 @@ class ThreadEval:
             if sp is None or sp.height != 0 or sp.combine is not None:
                 return None
             p = self.poly_at(sp.start, t)
-            return None if p is None else Node("ileaf", (), (at_element(sp.template, p), int_node(p)))
+            t = at_element(sp.template, p) if self._modular(sp.template) else sp.template
+            return None if p is None else Node("ileaf", (), (t, int_node(p)))
         if k == "cmp":
             kids = [self.at(x, t) for x in n.kids]
             if any(x is None for x in kids):
@@ -205,6 +208,14 @@ class ThreadEval:
         if self.pads and k == "add" and len(kids) == 2 and n.attrs[0] in RN_F32:
             return mk_fadd(kids[0], kids[1], n.attrs)
         return Node(k, n.attrs, tuple(kids))
+
+    def _modular(self, t: Node) -> bool:
+        """Whether template ``t`` holds a mask form modulo the row (leaf_pred.at_element's)."""
+        got = self.modmemo.get(t.digest)
+        if got is None:
+            got = (t.kind == "ixform" and len(t.attrs) == 3) or any(self._modular(k) for k in t.kids)
+            self.modmemo[t.digest] = got
+        return got
 
     # ---- a shared read at one reader: the stores that may write its bytes, row-relative ----
     def read_at(self, a: Node, x: Node) -> Node | None:

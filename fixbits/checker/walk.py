@@ -97,27 +97,25 @@ def const_pred(v: bool) -> Node:
     return TRUE if v else FALSE
 
 
-def mk_pred_join(op: str, kids: tuple[Node, ...]) -> Node:
+def mk_pred_join(op: str, kids: tuple[Node, ...], label: str = "pred") -> Node:
     """``and`` / ``or`` of predicates, with constant operands folded (a predicate the launch
-    decides is ``const_pred``): x and true is x, x and false is false, and dually."""
+    decides is ``const_pred``): x and true is x, x and false is false, and dually. ``label``
+    tells an instruction's join (``pred``) from a path condition's (``pc``)."""
     unit, zero = (TRUE, FALSE) if op == "and" else (FALSE, TRUE)
     if not any(k.digest in (unit.digest, zero.digest) for k in kids):
-        return Node(op, ("pred",), kids)
+        return Node(op, (label,), kids)
     if any(k.digest == zero.digest for k in kids):
         return zero
     rest = tuple(k for k in kids if k.digest != unit.digest)
     if not rest:
         return unit
-    return rest[0] if len(rest) == 1 else Node(op, ("pred",), rest)
+    return rest[0] if len(rest) == 1 else Node(op, (label,), rest)
 
 
 def pc_and(conds: tuple[Node, ...]) -> Node:
-    """A path condition's ``and`` (the ``pc`` join), with the launch's decided predicates
-    folded: a branch every thread takes adds nothing to it."""
-    if any(k.digest == FALSE.digest for k in conds):
-        return FALSE
-    rest = tuple(k for k in conds if k.digest != TRUE.digest)
-    return rest[0] if len(rest) == 1 else (Node("and", ("pc",), rest) if rest else TRUE)
+    """A path condition's ``and``: one condition is itself, and a branch every thread takes
+    (the launch decides it) adds nothing."""
+    return conds[0] if len(conds) == 1 else mk_pred_join("and", conds, "pc")
 
 
 def icmp(op: str, sign: str, diff: Poly) -> Node:
