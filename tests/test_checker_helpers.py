@@ -267,10 +267,11 @@ def corpus_digests(
 
 
 def n_mult_digests(
-    name: str, dtype: str, pinned: bool, monkeypatch: Any, tmp_path: Any, num_warps: int = 4
-) -> tuple[list[str], list[str]]:
+    name: str, dtype: str, pinned: bool, monkeypatch: Any, tmp_path: Any, num_warps: int = 4,
+    mults: Sequence[int] = (1, 2, 4),
+) -> tuple[list[str], list[str]]:  # fmt: skip
     """(launch-specialised, unspecialised) digests of a corpus row kernel's sm_90 PTX at its
-    soundness shape for N_MULT = 1, 2, 4 (tiles 1, 2 and 4 times the row's power of two)."""
+    soundness shape for each N_MULT of ``mults`` (tiles that many times the row's power of two)."""
     fam, mod, shape, inputs = corpus_family_inputs(name, dtype, monkeypatch, tmp_path)
-    blocks = [(("N_MULT", m),) for m in (1, 2, 4)]
+    blocks = [(("N_MULT", m),) for m in mults]
     return corpus_digests(mod, fam.module, inputs, shape, dtype, pinned, blocks, num_warps=num_warps)

@@ -29,7 +29,7 @@ _ITER = ("IT",)  # the loop's iteration symbols: one value for every thread of a
 
 def _uniform_poly(p: Poly) -> bool:
     """Only parameters, iteration counts and constants: the same in every thread and block."""
-    return all(s.startswith(("p:", "IT")) for s in p.symbols())
+    return all(s.startswith(("p:", *_ITER)) for s in p.symbols())
 
 
 def _uniform(n: Node) -> bool:

@@ -168,8 +168,10 @@ class ThreadEval:
             if sp is None or sp.height != 0 or sp.combine is not None:
                 return None
             p = self.poly_at(sp.start, t)
-            t = at_element(sp.template, p) if self._modular(sp.template) else sp.template
-            return None if p is None else Node("ileaf", (), (t, int_node(p)))
+            if p is None:
+                return None
+            tpl = at_element(sp.template, p) if self._modular(sp.template) else sp.template
+            return Node("ileaf", (), (tpl, int_node(p)))
         if k == "cmp":
             kids = [self.at(x, t) for x in n.kids]
             if any(x is None for x in kids):
