@@ -12,6 +12,12 @@ is still a function of the element it is stored at: two kernels whose relative r
 equal values at equal addresses, as with the one-coordinate rewrite. Anything else (a product of
 a block id and a thread bit, another variant symbol, T out of range) gives no split: the root
 stays physical, which can only split classes.
+
+A narrower split is exact too: at any k' <= k where T's values at every thread lie in one
+aligned window [C, C + 2^k'), T - C = E mod 2^k' and B + C = E - (E mod 2^k'). A block of
+several rows stores row r at T = r * pitch + column: split at the row pitch's bit, every row's
+store is "the row's start and the column", as a one-row block's is, where the block's bit names
+the second row "the block's start plus one pitch" (signature._row_bits finds the pitch).
 """
 
 from __future__ import annotations
@@ -27,9 +33,10 @@ _MAX_BITS = 16
 class SplitCoord:
     """The two parts of a coordinate and the names of the symbols that stand for them."""
 
-    block: Poly
-    thread: Poly
+    block: Poly  # the block-id terms (B)
+    thread: Poly  # the thread-bit terms and constant, less ``const`` (T - C)
     k: int
+    const: int = 0  # C: a multiple of 2^k; OUT_blk = B + C, OUT_thr = T - C
 
     @property
     def names(self) -> tuple[str, str]:
@@ -54,8 +61,8 @@ def _v2(c: int) -> int:
     return (abs(c) & -abs(c)).bit_length() - 1
 
 
-def split_coordinate(p: Poly) -> SplitCoord | None:
-    """The block / thread split of coordinate ``p`` when it is exact (module docstring)."""
+def _window(p: Poly) -> tuple[Poly, Poly, int, int, int] | None:
+    """(B, T, the largest k B's coefficients allow, min T, max T) of a splittable coordinate."""
     from fixbits.checker.forward import eval_all
 
     got = _parts(p)
@@ -64,13 +71,25 @@ def split_coordinate(p: Poly) -> SplitCoord | None:
     blk, thr = got
     if not blk.terms or any(c == 0 for c in blk.terms.values()):
         return None
-    k = min(_v2(c) for c in blk.terms.values())
     bits = sorted({s for m in thr.terms for s in m})
     if len(bits) > _MAX_BITS:
         return None
     ren = {b: f"tx{i}" for i, b in enumerate(bits)}
     vals = eval_all(Poly({tuple(ren[x] for x in m): c for m, c in thr.terms.items()}), len(bits))
-    if min(vals) < 0 or max(vals) >= 1 << k:
+    return blk, thr, min(_v2(c) for c in blk.terms.values()), min(vals), max(vals)
+
+
+def split_coordinate(p: Poly, at: int | None = None) -> SplitCoord | None:
+    """The block / thread split of coordinate ``p`` when it is exact (module docstring): at
+    bit ``at`` when it is given and exact there, else at the largest k with C = 0."""
+    w = _window(p)
+    if w is None:
+        return None
+    blk, thr, k, lo, hi = w
+    if at is not None and at <= k and lo >= 0 and lo >> at == hi >> at:
+        c = (lo >> at) << at
+        return SplitCoord(blk, thr - Poly.const(c), at, c)
+    if lo < 0 or hi >= 1 << k:
         return None
     return SplitCoord(blk, thr, k)
 
@@ -89,9 +108,10 @@ def split_group(g: Poly, sc: SplitCoord) -> Poly | None:
     out = Poly({})
     if gb.terms:
         r = _ratio(gb, sc.block)
-        if r is None:
+        if r is None or (r[0] * sc.const) % r[1]:
             return None
         out = out + Poly({(f"{nb}/{r[1]}",): r[0]})
+        gt = gt - Poly.const(r[0] * sc.const // r[1])  # (r * OUT_blk holds r * C)
     if gt.is_variant():
         r = _ratio(gt, sc.thread)
         if r is not None:

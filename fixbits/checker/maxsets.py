@@ -344,7 +344,15 @@ def set_node(comb: tuple, elems: Iterable[Elem], templates: dict[bytes, Node]) -
     return Node("selset", comb, tuple(kids))
 
 
-def map_indices(n: Node, f: Callable[[Poly], Poly | None]) -> Node | None:
+def normal_set(n: Node) -> Node:
+    """A set node whose index bases hold constants (a relative rewrite names a later row's start
+    as a shifted base) built again, its constants in the runs: equal sets, equal nodes."""
+    if not any(g.kids[1].poly is not None and g.kids[1].poly.terms.get((), 0) for g in n.kids):
+        return n
+    return map_indices(n, lambda p: p, force=True) or n
+
+
+def map_indices(n: Node, f: Callable[[Poly], Poly | None], force: bool = False) -> Node | None:
     """A set node with every element's index mapped through ``f`` (a thread's value of it),
     built again so that equal sets still give equal nodes; None where ``f`` gives None."""
     bases = []
@@ -354,7 +362,7 @@ def map_indices(n: Node, f: Callable[[Poly], Poly | None]) -> Node | None:
         if b is None:
             return None
         bases.append(b)
-    if all(b == g.kids[1].poly for b, g in zip(bases, n.kids, strict=True)):
+    if not force and all(b == g.kids[1].poly for b, g in zip(bases, n.kids, strict=True)):
         return n  # (no index moves: the same set)
     elems: set[Elem] = set()
     templates: dict[bytes, Node] = {}

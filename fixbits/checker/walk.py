@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from fixbits.checker.forms import Poly, add_terms, data_token, is_variant_symbol, split_thread_form, token
 from fixbits.checker.leaf_pred import normal_ixform
+from fixbits.checker.maxsets import normal_set
 from fixbits.checker.node import _VARIANT_KINDS, Node, Root, int_node
 
 if TYPE_CHECKING:
@@ -967,16 +968,18 @@ def relativize(
     param_syms: set[str],
     memos: dict[tuple, dict[bytes, Node]] | None = None,
     split: bool | None = None,
+    split_at: int | None = None,
 ) -> tuple[Poly, Node] | None:
     """Rewrite a root in its output's own coordinates when its tree is then free of thread,
     block and iteration symbols; None when it is not (the root then stays physical).
 
     When the plain rewrite leaves the tree variant, it is tried once more with the byte offset
-    split into its block and thread parts (``coord_split.py``: exact, a function of the address).
-    ``split``: None both in that order, False the plain rewrite only, True the split only."""
-    got = _relativize(root_addr, value, param_syms, memos, False) if split is not True else None
+    split into its block and thread parts (``coord_split.py``: exact, a function of the address;
+    at bit ``split_at`` where that split is exact). ``split``: None both in that order, False
+    the plain rewrite only, True the split only."""
+    got = _relativize(root_addr, value, param_syms, memos, False, None) if split is not True else None
     if got is None and split is not False:
-        got = _relativize(root_addr, value, param_syms, memos, True)
+        got = _relativize(root_addr, value, param_syms, memos, True, split_at)
     return got
 
 
@@ -986,10 +989,11 @@ def _relativize(
     param_syms: set[str],
     memos: dict[tuple, dict[bytes, Node]] | None,
     split: bool,
+    split_at: int | None,
 ) -> tuple[Poly, Node] | None:
     if value.exchange:
         return None
-    frame = _frame(root_addr, param_syms, split)
+    frame = _frame(root_addr, param_syms, split, split_at)
     if frame is None:
         return None
     rewrite_poly, memo = _rewriter(frame, memos)
@@ -1009,6 +1013,7 @@ def relativize_meets(
     memos: dict[tuple, dict[bytes, Node]],
     want: tuple[Poly, Node],
     nodes: set[bytes],
+    split_at: int | None = None,
 ) -> bool:
     """Whether ``relativize(root_addr, value, param_syms, memos)`` is ``want`` (address and
     tree; ``nodes``: the digest of every node of want's tree, ``tree_digests``).
@@ -1021,7 +1026,7 @@ def relativize_meets(
     then it is read without building nodes (``_completes``)."""
     if value.exchange:
         return False  # (neither rewrite takes an exchange)
-    frames = [_frame(root_addr, param_syms, split) for split in (False, True)]
+    frames = [_frame(root_addr, param_syms, False), _frame(root_addr, param_syms, True, split_at)]
     hits = [f is not None and _frame_address(f).key() == want[0].key() for f in frames]
     for i, frame in enumerate(frames):
         if frame is None:
@@ -1124,7 +1129,9 @@ def _rewriter(
         return tuple((rep if not inv else rep * Poly._of({inv: 1})).terms.items())
 
     # the rewrite depends only on the coordinates: roots that share them share its memo
-    ckey = tuple(sorted((inv, cp.key()) for inv, cp in coords.items())) + (("split",) if parts else ())
+    ckey = tuple(sorted((inv, cp.key()) for inv, cp in coords.items()))
+    if parts is not None:
+        ckey += (("split", parts.k, parts.const),)
     memo: dict[bytes, Node] = {} if memos is None else memos.setdefault(ckey, {})
     return rewrite_poly, memo
 
@@ -1132,7 +1139,7 @@ def _rewriter(
 _Frame = tuple[str, dict, dict, "SplitCoord | None"]
 
 
-def _frame(root_addr: Poly, param_syms: set[str], split: bool) -> _Frame | None:
+def _frame(root_addr: Poly, param_syms: set[str], split: bool, split_at: int | None = None) -> _Frame | None:
     """What a relative root is rewritten over, a function of its address alone: (the pointer
     parameter, the address's terms grouped by their invariant part, the variant groups, and for
     the split rewrite the byte offset's block / thread parts); None when there is none."""
@@ -1153,7 +1160,7 @@ def _frame(root_addr: Poly, param_syms: set[str], split: bool) -> _Frame | None:
     if not coords:
         return None
     # split: the byte offset's coordinate as (block part, thread part, k), or no second try
-    parts = split_coordinate(coords[()]) if split and () in coords else None
+    parts = split_coordinate(coords[()], split_at) if split and () in coords else None
     if split and parts is None:
         return None
     return base, offs, coords, parts
@@ -1174,12 +1181,13 @@ def _frame_address(frame: _Frame) -> Poly:
     return addr
 
 
-def relative_addresses(root_addr: Poly, param_syms: set[str]) -> set[tuple]:
-    """The keys of the addresses ``relativize(root_addr, v, param_syms)`` may return, whatever
-    ``v``: the plain and the split rewrite's (the address never depends on the value)."""
+def relative_addresses(root_addr: Poly, param_syms: set[str], split_at: int | None = None) -> set[tuple]:
+    """The keys of the addresses ``relativize(root_addr, v, param_syms, split_at=split_at)`` may
+    return, whatever ``v``: the plain and the split rewrite's (the address never depends on the
+    value)."""
     out = set()
     for split in (False, True):
-        frame = _frame(root_addr, param_syms, split)
+        frame = _frame(root_addr, param_syms, split, split_at)
         if frame is not None:
             out.add(_frame_address(frame).key())
     return out
@@ -1246,12 +1254,14 @@ def _rewrite_tree(
             n.kind, n.attrs, tuple([_rewrite_tree(k, rewrite_poly, memo) if k.variant else k for k in n.kids])
         )
     else:
-        # (an ixform's kids are checked once normalised: the constant normal_ixform moves from
-        # R into e leaves a rewritten R that no finished tree holds)
-        w = None if n.kind == "ixform" else within
+        # (an ixform's or a set's kids are checked once normalised: the constant normal_ixform
+        # or normal_set moves leaves a rewritten index that no finished tree holds)
+        w = None if n.kind in ("ixform", "selset") else within
         out = Node(n.kind, n.attrs, tuple([_rewrite_tree(k, rewrite_poly, memo, w) for k in n.kids]))
     if out.kind == "ixform":
         out = normal_ixform(out)  # (the rewrite may give the row start a constant)
+    elif out.kind == "selset":
+        out = normal_set(out)  # (and a set's index base)
     memo[n.digest] = out
     if out.variant:
         raise _StillVariant

@@ -61,3 +61,9 @@ def aot(shape: dict[str, int], dtype: str, cfg: Config) -> list[tuple[Any, dict[
     sig = {"in_ptr0": ptr(dtype), "out_ptr2": ptr(dtype), "xnumel": "i32", "r0_numel": "i32",
            "XBLOCK": "constexpr", "R0_BLOCK": "constexpr"}
     return [(triton_per_fused__softmax_2, sig, {"XBLOCK": cfg.block("XBLOCK"), "R0_BLOCK": next_pow2(shape["N"])})]
+
+
+def launch_ints(shape: dict[str, int], cfg: Config, pinned: bool) -> tuple[dict[str, int], tuple[int]]:
+    """``xnumel``, ``r0_numel`` and the grid as ``launch`` passes them, for the checker's launch
+    specialisation (free and pinned order)."""
+    return {"xnumel": shape["M"], "r0_numel": shape["N"]}, (triton.cdiv(shape["M"], cfg.block("XBLOCK")),)
