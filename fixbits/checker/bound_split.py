@@ -16,6 +16,7 @@ from fixbits.checker.forms import Poly
 from fixbits.checker.launch import join_truths
 from fixbits.checker.mask_bounds import bound_form, fails_on, holds_on, offset_range
 from fixbits.checker.node import Node
+from fixbits.checker.pads import zero_product
 
 
 def decided(t: Node, start: Poly, height: int, memo: dict[bytes, tuple[Node, bool]]) -> tuple[Node, bool]:
@@ -45,7 +46,10 @@ def decided(t: Node, start: Poly, height: int, memo: dict[bytes, tuple[Node, boo
         kids = [decided(k, start, height, memo) for k in t.kids]
         left = any(o for _, o in kids)
         same = all(a is b for (a, _), b in zip(kids, t.kids, strict=True))
-        out = (t if same else Node(t.kind, t.attrs, tuple(k for k, _ in kids)), left)
+        node = t if same else Node(t.kind, t.attrs, tuple(k for k, _ in kids))
+        if not same and zero_product(node.kind, node.attrs, node.kids):
+            node = node.kids[0]  # (a padded lane's square: the span is +0)
+        out = (node, left)
     memo[t.digest] = out
     return out
 

@@ -16,6 +16,7 @@ from fixbits.checker.node import Node
 # fp32 add / mul modifiers read as round to nearest even with subnormals kept (no .ftz, .sat
 # or other rounding); only these fold
 RN_F32 = frozenset({"f32", "rn.f32"})
+_RN_F32_ATTRS = frozenset({("f32",), ("rn.f32",)})
 
 
 def const_of(n: Node) -> int | None:
@@ -35,6 +36,14 @@ def is_bit_move(n: Node) -> bool:
 def is_zero(n: Node) -> bool:
     """The all-zero bit pattern: +0.0 in every float width."""
     return const_of(n) == 0
+
+
+def zero_product(kind: str, attrs: tuple, kids: tuple[Node, ...] | list[Node]) -> bool:
+    """``mul.f32`` / ``mul.rn.f32`` of +0 by +0: +0 exactly (and, contracted by ptxas into the
+    add it feeds, an fma whose exact product is +0: that add of +0)."""
+    if kind != "mul" or len(kids) != 2 or attrs[:1] not in _RN_F32_ATTRS:
+        return False
+    return is_zero(kids[0]) and is_zero(kids[1])
 
 
 def contractable(n: Node) -> bool:

@@ -113,7 +113,15 @@ def build(
         if rel is None and todo:
             at = split_at.get(r.param)
             per = per_thread(r, nbits, tev, param_syms, rel_memos, col, at) if tev is not None else None
-            if per is None:
+            if per is None and tev is not None and tev.pads and r.value.exchange:
+                # each exchange whose value is one tree at every thread as that tree: the root
+                # keeps its own thread's terms, and the relative rewrite reads them (launch-
+                # specialised walks only: unspecialised, no class of the corpus merged by it,
+                # and it cost a quarter of the speed)
+                u = uniform_exchanges(r, nbits, tev, col)
+                if u is not None:
+                    rel = relativize(addr.poly, u, param_syms, rel_memos, split_at=at)
+            if per is None and rel is None:
                 rel = relativize(addr.poly, r.value, param_syms, rel_memos, split=True, split_at=at)
         if per is not None:
             got = per
@@ -251,6 +259,52 @@ def per_thread(
         if not common:
             return None
     return _meet(r, threads, tev, param_syms, memos, col, split_at)
+
+
+def uniform_exchanges(r: Root, nbits: int | None, tev: ThreadEval, col: Collapser) -> Node | None:
+    """The root's tree with each exchange (a shuffle, a cross-warp read) whose subtree is one and
+    the same tree at every thread replaced by that tree (a row's max or total that every lane
+    reads), collapsed again; None when an exchange is left. Exact: the subtree's value at each
+    thread is ThreadEval's reading of it there, and they agree. Unlike per_thread the rest of
+    the tree keeps its thread bits, so a thread's own element stays a form of its lane (a row
+    stride kept as a parameter leaves per_thread's threads one constant column apart)."""
+    if nbits is None or r.address.poly is None:
+        return None
+    threads = _threads(r, nbits, tev)
+    memo: dict[bytes, Node] = {}
+
+    def one(n: Node) -> Node:
+        if not n.exchange:
+            return n
+        got = memo.get(n.digest)
+        if got is not None:
+            return got
+        first: Node | None = None
+        for t in threads:
+            x = tev.at(n, t)
+            if x is None:
+                first = None
+                break
+            if tev.pads:
+                x = col.collapse(x)
+            if first is None:
+                first = x
+            elif x.digest != first.digest:
+                first = None
+                break
+        if first is not None and not first.exchange:
+            out = first
+        elif n.kids:
+            out = Node(n.kind, n.attrs, tuple(one(k) for k in n.kids))
+        else:
+            out = n
+        memo[n.digest] = out
+        return out
+
+    v = one(r.value)
+    if v.exchange:
+        return None
+    return col.collapse(v)
 
 
 def _meet(

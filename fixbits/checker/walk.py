@@ -22,7 +22,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fixbits.checker.forms import Poly, add_terms, data_token, is_variant_symbol, split_thread_form, token
+from fixbits.checker.forms import (
+    Poly,
+    add_terms,
+    data_token,
+    is_bit_symbol,
+    is_variant_symbol,
+    split_thread_form,
+    token,
+)
 from fixbits.checker.leaf_pred import normal_ixform
 from fixbits.checker.maxsets import normal_set
 from fixbits.checker.node import _VARIANT_KINDS, Node, Root, int_node
@@ -1132,8 +1140,43 @@ def _rewriter(
     ckey = tuple(sorted((inv, cp.key()) for inv, cp in coords.items()))
     if parts is not None:
         ckey += (("split", parts.k, parts.const),)
-    memo: dict[bytes, Node] = {} if memos is None else memos.setdefault(ckey, {})
+    memo = _FrameMemo() if memos is None else memos.setdefault(ckey, _FrameMemo())
+    assert isinstance(memo, _FrameMemo)
+    unit = coords.get(())
+    if memos is not None and parts is None and unit is not None and any(map(is_bit_symbol, unit.symbols())):
+        # a subtree free of thread bits never meets the byte-offset coordinate (a group is
+        # compared with a coordinate only when both have the same terms, and that one holds
+        # thread bits): its rewrite is shared by the frames that differ in that coordinate
+        # alone (a row's total rewritten once for every column a thread stores)
+        skey = (("lane free",),) + tuple(sorted((inv, cp.key()) for inv, cp in coords.items() if inv != ()))
+        memo.shared = memos.setdefault(skey, {})
     return rewrite_poly, memo
+
+
+class _FrameMemo(dict):
+    """A frame's rewrites (digest -> rewritten node), and where set, the memo it shares for
+    subtrees free of thread bits (``_lane_free``) with frames that differ only in the byte
+    offset."""
+
+    shared: dict[bytes, Node] | None = None
+
+
+_LANE_FREE: dict[bytes, bool] = {}
+
+
+def _lane_free(n: Node) -> bool:
+    """No thread bit in any int leaf of ``n`` (memoised per digest; bounded like the other
+    per-process tables)."""
+    got = _LANE_FREE.get(n.digest)
+    if got is None:
+        if n.poly is not None:
+            got = not any(is_bit_symbol(x) for m in n.poly.terms for x in m)
+        else:
+            got = all(_lane_free(k) for k in n.kids if k.variant)
+        if len(_LANE_FREE) > 500_000:
+            _LANE_FREE.clear()
+        _LANE_FREE[n.digest] = got
+    return got
 
 
 _Frame = tuple[str, dict, dict, "SplitCoord | None"]
@@ -1238,6 +1281,13 @@ def _rewrite_tree(
             raise _Elsewhere
         return n  # no thread, block or iteration symbol below: rewrite_poly changes nothing
     got = memo.get(n.digest)
+    shared = getattr(memo, "shared", None)
+    if got is None and shared is not None and _lane_free(n):
+        got = shared.get(n.digest)
+        if got is not None:
+            memo[n.digest] = got
+    else:
+        shared = None
     if got is not None:
         if got.variant:
             raise _StillVariant
@@ -1263,6 +1313,8 @@ def _rewrite_tree(
     elif out.kind == "selset":
         out = normal_set(out)  # (and a set's index base)
     memo[n.digest] = out
+    if shared is not None:
+        shared[n.digest] = out
     if out.variant:
         raise _StillVariant
     if within is not None and out.digest not in within:

@@ -149,3 +149,12 @@ def aot(shape: dict[str, int], dtype: str, cfg: Config) -> list[tuple[Any, dict[
            "N": "i32", "stride_m": "i32", "eps": "fp32", "BLOCK_N": "constexpr"}
     bn = next_pow2(shape["N"]) * dict(cfg.blocks).get("N_MULT", 1)
     return [(layernorm_fwd_kernel, sig, {"BLOCK_N": bn})]
+
+
+def launch_ints(shape: dict[str, int], cfg: Config, pinned: bool | str) -> tuple[dict[str, int], tuple[int]] | None:
+    """The row length and grid of ``layernorm_fwd_kernel`` as ``launch`` passes them, for the
+    checker's launch specialisation (free and pinned order; the variants' kernels are others).
+    The row stride stays a parameter, as in softmax.launch_ints."""
+    if pinned not in (True, False):
+        return None
+    return {"N": shape["N"]}, (shape["M"],)

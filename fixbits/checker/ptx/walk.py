@@ -24,7 +24,7 @@ from fixbits.checker.forms import (
 from fixbits.checker.forward import bit_op
 from fixbits.checker.launch import pred_truth, thread_truths
 from fixbits.checker.node import Node, Root, const_bits, int_node, opaque
-from fixbits.checker.pads import RN_F32, is_bit_move, is_zero, mk_fadd, mk_ffma
+from fixbits.checker.pads import RN_F32, is_bit_move, is_zero, mk_fadd, mk_ffma, zero_product
 from fixbits.checker.ptx.parse import Entry, Inst, split_args
 from fixbits.checker.signs import WIDEN, ReadFacts, SignFacts
 from fixbits.checker.thread_roots import POINTWISE
@@ -489,7 +489,8 @@ class PTXWalk(Walk):
     def _unmask(self, v: Node, storing: int, memo: dict[bytes, Node]) -> Node:
         """A masked load in a stored value written as the load where its predicate holds at every
         thread that may store it (``thread_truths``: True in every block of the launch): there the
-        register holds the load, and a thread that does not store writes no byte. Sought through
+        register holds the load, and a thread that does not store writes no byte. Likewise a
+        select over coordinates is the arm its predicate picks at every such thread. Sought through
         the stored element's own per-thread arithmetic (_UNMASK_THROUGH: each a function of its
         operands at this thread) and not through sums, exchanges or loops, so a reduction every
         root shares keeps one tree."""
@@ -503,6 +504,17 @@ class PTXWalk(Walk):
             tv = thread_truths(p, self.grid, nb) if p is not None and nb is not None else None
             if tv is not None and all(tv[t] is True for t in range(len(tv)) if storing >> t & 1):
                 out = v.kids[0]
+        elif v.kind == "select" and len(v.kids) == 3 and pred_is_coordinate(v.kids[0]):
+            # a where() over the store's own mask: at every thread that may store, the arm its
+            # predicate picks there (both arms' operands are this thread's)
+            nb = self._thread_bits()
+            tv = thread_truths(v.kids[0], self.grid, nb) if nb is not None else None
+            if tv is not None:
+                picks = {tv[t] for t in range(len(tv)) if storing >> t & 1}
+                if picks == {True}:
+                    out = self._unmask(v.kids[1], storing, memo)
+                elif picks == {False}:
+                    out = self._unmask(v.kids[2], storing, memo)
         elif v.kind in _UNMASK_THROUGH and v.kids:
             kids = tuple(self._unmask(k, storing, memo) for k in v.kids)
             if any(a is not b for a, b in zip(kids, v.kids, strict=True)):
@@ -950,7 +962,7 @@ class PTXWalk(Walk):
         if self.spec and len(ops) == 2 and kind == "add" and attrs[0] in RN_F32:
             self.write(ins, ins.args[0], mk_fadd(ops[0], ops[1], attrs))
             return None
-        if self.spec and kind == "mul" and attrs[0] in RN_F32 and len(ops) == 2 and is_zero(ops[0]) and is_zero(ops[1]):
+        if self.spec and zero_product(kind, attrs, ops):
             self.write(ins, ins.args[0], ops[0])  # +0 * +0 = +0 exactly
             return None
         if self.spec and kind == "fma" and attrs[0] == "rn.f32" and len(ops) == 3:
