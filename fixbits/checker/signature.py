@@ -182,26 +182,26 @@ def _row_bits(roots: list[Root]) -> dict[str, int]:
     for r in roots:
         if r.relative or r.address.poly is None:
             continue
-        blk = tuple(
-            sorted(
-                (m, c) for m, c in r.address.poly.terms.items() if len(m) == 1 and m[0].startswith("ctaid.")
-            )
-        )
-        bit = _row_bit([r.value], r.address.poly, seen.setdefault((r.param, blk), set()))
+        blk = _block_part(r.address.poly)
+        if not blk.terms:
+            continue
+        bit = _row_bit(r.value, blk, seen.setdefault((r.param, blk.key()), set()))
         if bit is not None and bit < out.get(r.param, bit + 1):
             out[r.param] = bit
     return out
 
 
-def _row_bit(values: list[Node], addr: Poly, seen: set[bytes]) -> int | None:
-    """The smallest bit of a row start's constant (``_row_bits``) in ``values``, below the bit
-    of the block part of ``addr``; None when there is none (``seen``: nodes already read)."""
-    blk = Poly({m: c for m, c in addr.terms.items() if len(m) == 1 and m[0].startswith("ctaid.")})
-    if not blk.terms:
-        return None
+def _block_part(addr: Poly) -> Poly:
+    """The lone block-id terms of an address (coord_split's B)."""
+    return Poly({m: c for m, c in addr.terms.items() if len(m) == 1 and m[0].startswith("ctaid.")})
+
+
+def _row_bit(value: Node, blk: Poly, seen: set[bytes]) -> int | None:
+    """The smallest bit of a row start's constant (``_row_bits``) in ``value``, below the bit of
+    the address's block part ``blk``; None when there is none (``seen``: nodes already read)."""
     best = min((abs(c) & -abs(c)).bit_length() - 1 for c in blk.terms.values())
     found = False
-    todo = list(values)
+    todo = [value]
     while todo:
         x = todo.pop()
         if x.digest in seen or not x.variant:
@@ -294,10 +294,10 @@ def uniform_exchanges(r: Root, nbits: int | None, tev: ThreadEval, col: Collapse
                 break
         if first is not None and not first.exchange:
             out = first
-        elif n.kids:
-            out = Node(n.kind, n.attrs, tuple(one(k) for k in n.kids))
         else:
-            out = n
+            kids = tuple(one(k) for k in n.kids)
+            same = all(a is b for a, b in zip(kids, n.kids, strict=True))
+            out = n if same else Node(n.kind, n.attrs, kids)
         memo[n.digest] = out
         return out
 
