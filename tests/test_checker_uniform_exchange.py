@@ -98,3 +98,29 @@ def test_real_triton_layernorm_meets_across_warps_and_tile_widths_pinned(tmp_pat
     assert len(set(pinned)) == 1
     free = [corpus_digests(mod, fam.module, inputs, shape, "fp32", False, tiles[:1], w)[0][0] for w in (4, 8)]
     assert free[0] != free[1]
+
+
+def test_a_widened_pad_and_a_padded_square_are_zero():
+    """+0 widened from f16 / bf16 and +0 * +0 are +0 exactly; a widening of anything else, a
+    narrowing, or a product with another operand is not folded."""
+    from fixbits.checker.forms import Poly
+    from fixbits.checker.node import Node, int_node
+    from fixbits.checker.pads import zero_result
+
+    zero, one = int_node(Poly.const(0)), int_node(Poly.const(0x3C00))
+    assert zero_result("cvt", ("f32.f16",), (zero,)) and zero_result("cvt", ("f32.bf16",), (zero,))
+    assert zero_result("mul", ("f32",), (zero, zero)) and zero_result("mul", ("rn.f32",), (zero, zero))
+    assert not zero_result("cvt", ("f32.f16",), (one,))
+    assert not zero_result("cvt", ("rn.f16.f32",), (zero,))
+    assert not zero_result("mul", ("f32",), (zero, Node("leaf", ("global", 4, "p:0"))))
+
+
+def test_real_triton_fp16_layernorm_meets_across_warps_pinned(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """fp16 LayerNorm forward, pinned, 2 and 4 warps: one class on the H200. The wider layout's
+    variance sum holds a span of widened +0 pads, now a +0 span."""
+    pytest.importorskip("triton")
+    from test_checker_helpers import corpus_digests, corpus_family_inputs
+
+    fam, mod, shape, inputs = corpus_family_inputs("layernorm_fwd", "fp16", monkeypatch, tmp_path)
+    got = [corpus_digests(mod, fam.module, inputs, shape, "fp16", True, [(("N_MULT", 1),)], w)[0][0] for w in (2, 4)]
+    assert got[0] == got[1]

@@ -16,7 +16,7 @@ from fixbits.checker.forms import Poly
 from fixbits.checker.launch import join_truths
 from fixbits.checker.mask_bounds import bound_form, fails_on, holds_on, offset_range
 from fixbits.checker.node import Node
-from fixbits.checker.pads import zero_product
+from fixbits.checker.pads import zero_result
 
 
 def decided(t: Node, start: Poly, height: int, memo: dict[bytes, tuple[Node, bool]]) -> tuple[Node, bool]:
@@ -47,8 +47,8 @@ def decided(t: Node, start: Poly, height: int, memo: dict[bytes, tuple[Node, boo
         left = any(o for _, o in kids)
         same = all(a is b for (a, _), b in zip(kids, t.kids, strict=True))
         node = t if same else Node(t.kind, t.attrs, tuple(k for k, _ in kids))
-        if not same and zero_product(node.kind, node.attrs, node.kids):
-            node = node.kids[0]  # (a padded lane's square: the span is +0)
+        if not same and zero_result(node.kind, node.attrs, node.kids):
+            node = node.kids[0]  # (+0: a padded lane's square or widened pad, so the span is +0)
         out = (node, left)
     memo[t.digest] = out
     return out

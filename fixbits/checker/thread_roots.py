@@ -42,7 +42,7 @@ from fixbits.checker.leaf_pred import at_element
 from fixbits.checker.launch import U_EQ_BOUND, decide_cmp, join_truths
 from fixbits.checker.maxsets import map_indices
 from fixbits.checker.node import Node, int_node
-from fixbits.checker.pads import RN_F32, is_bit_move, mk_fadd, mk_ffma, zero_product
+from fixbits.checker.pads import RN_F32, is_bit_move, mk_fadd, mk_ffma, zero_result
 from fixbits.checker.walk import const_pred
 
 if TYPE_CHECKING:
@@ -209,8 +209,8 @@ class ThreadEval:
                 return const_pred(got)
         if self.pads and k == "add" and len(kids) == 2 and n.attrs[0] in RN_F32:
             return mk_fadd(kids[0], kids[1], n.attrs)
-        if self.pads and zero_product(k, n.attrs, kids):
-            return kids[0]  # (as the walk folds it)
+        if self.pads and zero_result(k, n.attrs, kids):
+            return kids[0]  # (+0, as the walk folds it)
         if self.pads and k == "fma" and len(kids) == 3 and n.attrs[0] == "rn.f32":
             return mk_ffma(kids[0], kids[1], kids[2], n.attrs)
         return Node(k, n.attrs, tuple(kids))

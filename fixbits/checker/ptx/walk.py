@@ -24,7 +24,7 @@ from fixbits.checker.forms import (
 from fixbits.checker.forward import bit_op
 from fixbits.checker.launch import pred_truth, thread_truths
 from fixbits.checker.node import Node, Root, const_bits, int_node, opaque
-from fixbits.checker.pads import RN_F32, is_bit_move, is_zero, mk_fadd, mk_ffma, zero_product
+from fixbits.checker.pads import RN_F32, is_bit_move, is_zero, mk_fadd, mk_ffma, zero_result
 from fixbits.checker.ptx.parse import Entry, Inst, split_args
 from fixbits.checker.signs import WIDEN, ReadFacts, SignFacts
 from fixbits.checker.thread_roots import POINTWISE
@@ -962,7 +962,7 @@ class PTXWalk(Walk):
         if self.spec and len(ops) == 2 and kind == "add" and attrs[0] in RN_F32:
             self.write(ins, ins.args[0], mk_fadd(ops[0], ops[1], attrs))
             return None
-        if self.spec and zero_product(kind, attrs, ops):
+        if self.spec and zero_result(kind, attrs, ops):
             self.write(ins, ins.args[0], ops[0])  # +0 * +0 = +0 exactly
             return None
         if self.spec and kind == "fma" and attrs[0] == "rn.f32" and len(ops) == 3:
