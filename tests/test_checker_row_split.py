@@ -1,5 +1,5 @@
 """The block / thread split at a row's bit (session 31: coord_split's narrower split,
-signature._row_bits, maxsets.normal_set). A block of several rows named each later row "the
+coord_split.row_bits, maxsets.normal_set). A block of several rows named each later row "the
 block's start plus a pitch", so its roots missed a one-row block's; split at the row pitch's
 bit, every row is "its own start and the column". Node-level cases for the split, its
 refusals and the set's normal form; real Triton PTX of Inductor's persistent softmax for the
@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from fixbits.checker.coord_split import split_coordinate, split_group
+from fixbits.checker.coord_split import row_bits, split_coordinate, split_group
 from fixbits.checker.forms import Poly
 from fixbits.checker.maxsets import normal_set, set_node
 from fixbits.checker.node import Node, Root, int_node
-from fixbits.checker.signature import _row_bits
 
 CTA = Poly.sym("ctaid.x")
 
@@ -58,8 +57,8 @@ def test_an_outputs_row_bit_is_the_pitch_of_a_later_rows_start():
     row1 = Node("balanced", (("add", ("rn.f32",)), 10), (leaf, int_node(CTA.scale(2048) + Poly.const(1024))))
     row0 = Node("balanced", (("add", ("rn.f32",)), 10), (leaf, int_node(CTA.scale(2048))))
     addr = int_node(Poly.sym("p:1") + CTA.scale(8192) + _cols(0))
-    assert _row_bits([Root("p:1", 4, addr, row0, False)]) == {}
-    assert _row_bits([Root("p:1", 4, addr, row0, False), Root("p:1", 4, addr, row1, False)]) == {"p:1": 12}
+    assert row_bits([Root("p:1", 4, addr, row0, False)]) == {}
+    assert row_bits([Root("p:1", 4, addr, row0, False), Root("p:1", 4, addr, row1, False)]) == {"p:1": 12}
 
 
 def test_a_sets_base_constant_moves_into_its_runs():

@@ -86,7 +86,7 @@ def test_real_triton_layernorm_meets_across_warps_and_tile_widths_pinned(tmp_pat
     """Triton's own sm_90 PTX of the LayerNorm forward (fp32): the H200 measured every pinned
     config as one class. Under the launch, 4 and 8 warps with tiles of one and two times the
     row's power of two meet: the stored element's where() is the arm the store's own mask picks
-    (ptx walk ``_unmask``) and a padded lane's square is +0 (``pads.zero_product``), so the
+    (ptx walk ``_unmask``) and a padded lane's square is +0 (``pads.zero_result``), so the
     wider tile's variance sum holds a +0 span the narrower one does not need. Free 4 and 8 warps,
     apart on the H200, stay apart."""
     pytest.importorskip("triton")

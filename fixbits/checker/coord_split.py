@@ -17,14 +17,18 @@ A narrower split is exact too: at any k' <= k where T's values at every thread l
 aligned window [C, C + 2^k'), T - C = E mod 2^k' and B + C = E - (E mod 2^k'). A block of
 several rows stores row r at T = r * pitch + column: split at the row pitch's bit, every row's
 store is "the row's start and the column", as a one-row block's is, where the block's bit names
-the second row "the block's start plus one pitch" (signature._row_bits finds the pitch).
+the second row "the block's start plus one pitch" (``row_bits`` finds the pitch).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fixbits.checker.forms import Poly, is_bit_symbol
+
+if TYPE_CHECKING:
+    from fixbits.checker.node import Node, Root
 
 _MAX_BITS = 16
 
@@ -122,3 +126,55 @@ def split_group(g: Poly, sc: SplitCoord) -> Poly | None:
             return None
         return out + Poly({(f"{nt}/{r[1]}",): r[0]}) + Poly.const(g0 - r[0] * c0 // r[1])
     return out + gt
+
+
+def row_bits(roots: list[Root]) -> dict[str, int]:
+    """Per output, the bit its split rewrites split at where a block stores several rows: a row
+    start in a root's tree, a multiple of the address's block part plus a constant (a later
+    row's start, e.g. 1024 + 2048 ctaid for a 4096-byte row pitch), gives the bit of that
+    constant in bytes; the smallest such bit of an output's roots names every row by its own
+    start, as a one-row block's roots are named. Any bit at which a root's split is exact gives
+    an exact rewrite (a root whose split is not exact there keeps the default), so the choice
+    only decides which kernels meet."""
+    out: dict[str, int] = {}
+    seen: dict[tuple, set[bytes]] = {}  # (per output and block part: roots share subtrees)
+    for r in roots:
+        if r.relative or r.address.poly is None:
+            continue
+        terms = r.address.poly.terms
+        blk = Poly({m: c for m, c in terms.items() if len(m) == 1 and m[0].startswith("ctaid.")})
+        if not blk.terms:
+            continue
+        bit = _row_bit(r.value, blk, seen.setdefault((r.param, blk.key()), set()))
+        if bit is not None and bit < out.get(r.param, bit + 1):
+            out[r.param] = bit
+    return out
+
+
+def _row_bit(value: Node, blk: Poly, seen: set[bytes]) -> int | None:
+    """The smallest bit of a row start's constant (``row_bits``) in ``value``, below the bit of
+    the address's block part ``blk``; None when there is none (``seen``: nodes already read)."""
+    from fixbits.checker.walk import _ratio
+
+    best = min(_v2(c) for c in blk.terms.values())
+    found = False
+    todo = [value]
+    while todo:
+        x = todo.pop()
+        if x.digest in seen or not x.variant:
+            continue
+        seen.add(x.digest)
+        todo.extend(x.kids)
+        p = x.poly
+        if p is None:
+            continue
+        c0 = p.terms.get((), 0)
+        if not c0 or len(p.terms) < 2:
+            continue
+        ratio = _ratio(Poly({m: c for m, c in p.terms.items() if m}), blk)
+        if ratio is None or (c0 * ratio[1]) % ratio[0]:
+            continue
+        bit = _v2(c0 * ratio[1] // ratio[0])
+        if bit < best:
+            best, found = bit, True
+    return best if found else None

@@ -16,8 +16,7 @@ from fixbits.checker.node import Node
 # fp32 add / mul modifiers read as round to nearest even with subnormals kept (no .ftz, .sat
 # or other rounding); only these fold
 RN_F32 = frozenset({"f32", "rn.f32"})
-_RN_F32_ATTRS = frozenset({("f32",), ("rn.f32",)})
-_WIDEN_ATTRS = frozenset({("f32.f16",), ("f32.bf16",)})  # (signs.WIDEN: exact float widenings)
+WIDEN = frozenset({"f32.f16", "f32.bf16"})  # exact float widenings
 
 
 def const_of(n: Node) -> int | None:
@@ -43,11 +42,11 @@ def zero_result(kind: str, attrs: tuple, kids: tuple[Node, ...] | list[Node]) ->
     """An operation whose result is +0 exactly: ``mul.f32`` / ``mul.rn.f32`` of +0 by +0 (and,
     contracted by ptxas into the add it feeds, an fma whose exact product is +0: that add of +0),
     or an exact widening (f16 / bf16 to f32) of +0."""
-    if kind == "cvt" and len(kids) == 1 and attrs[:1] in _WIDEN_ATTRS:
-        return is_zero(kids[0])
-    if kind != "mul" or len(kids) != 2 or attrs[:1] not in _RN_F32_ATTRS:
+    if not attrs:
         return False
-    return is_zero(kids[0]) and is_zero(kids[1])
+    if kind == "cvt" and len(kids) == 1 and attrs[0] in WIDEN:
+        return is_zero(kids[0])
+    return kind == "mul" and len(kids) == 2 and attrs[0] in RN_F32 and is_zero(kids[0]) and is_zero(kids[1])
 
 
 def contractable(n: Node) -> bool:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fixbits.checker import dtokens, exp_pads
+from fixbits.checker.coord_split import row_bits
 from fixbits.checker.forms import Poly
 from fixbits.checker.node import Node, Root, int_node
-from fixbits.checker.walk import _ratio, relative_addresses, relativize, relativize_meets, tree_digests
+from fixbits.checker.walk import relative_addresses, relativize, relativize_meets, tree_digests
 
 if TYPE_CHECKING:
     from fixbits.checker.balanced import Collapser
@@ -96,7 +97,7 @@ def build(
 
     by_param: dict[str, list[tuple[bytes, Root]]] = {}
     physical = False
-    split_at = _row_bits(ready)
+    split_at: dict[str, int] | None = None  # (row_bits, read once a root needs more than the plain rewrite)
     for r in ready:
         addr = r.address
         if r.relative and not r.value.variant:
@@ -105,12 +106,14 @@ def build(
         # the plain rewrite; else every thread's store as one and the same relative tree (a
         # block's rows picked by thread bits meet one row per block, thread_roots.py); else
         # the byte offset split into block and thread parts (coord_split.py; at the output's
-        # row bit, _row_bits). Each is exact, and the choice is a function of the roots, so
-        # equal roots choose alike.
+        # row bit, row_bits). Each is exact, and the choice is a function of the roots, so equal
+        # roots choose alike.
         todo = addr.poly is not None and not r.relative
         rel = relativize(addr.poly, r.value, param_syms, rel_memos, split=False) if todo else None
         per = None
         if rel is None and todo:
+            if split_at is None:
+                split_at = row_bits(ready)
             at = split_at.get(r.param)
             per = per_thread(r, nbits, tev, param_syms, rel_memos, col, at) if tev is not None else None
             if per is None and tev is not None and tev.pads and r.value.exchange:
@@ -169,61 +172,6 @@ def text_fallback(isa: str, entry: str, text: str, reason: str) -> KernelSignatu
     return KernelSignature(isa, entry, _h("text", isa, body), (), True, True, reason, None)
 
 
-def _row_bits(roots: list[Root]) -> dict[str, int]:
-    """Per output, the bit its split rewrites split at (coord_split.py) where a block stores
-    several rows: a row start in a root's tree, a multiple of the address's block part plus a
-    constant (a later row's start, e.g. 1024 + 2048 ctaid for a 4096-byte row pitch), gives the
-    bit of that constant in bytes; the smallest such bit of an output's roots names every row
-    by its own start, as a one-row block's roots are named. Any bit at which a root's split is
-    exact gives an exact rewrite (a root whose split is not exact there keeps the default), so
-    the choice only decides which kernels meet."""
-    out: dict[str, int] = {}
-    seen: dict[tuple, set[bytes]] = {}  # (per output and block part: roots share subtrees)
-    for r in roots:
-        if r.relative or r.address.poly is None:
-            continue
-        blk = _block_part(r.address.poly)
-        if not blk.terms:
-            continue
-        bit = _row_bit(r.value, blk, seen.setdefault((r.param, blk.key()), set()))
-        if bit is not None and bit < out.get(r.param, bit + 1):
-            out[r.param] = bit
-    return out
-
-
-def _block_part(addr: Poly) -> Poly:
-    """The lone block-id terms of an address (coord_split's B)."""
-    return Poly({m: c for m, c in addr.terms.items() if len(m) == 1 and m[0].startswith("ctaid.")})
-
-
-def _row_bit(value: Node, blk: Poly, seen: set[bytes]) -> int | None:
-    """The smallest bit of a row start's constant (``_row_bits``) in ``value``, below the bit of
-    the address's block part ``blk``; None when there is none (``seen``: nodes already read)."""
-    best = min((abs(c) & -abs(c)).bit_length() - 1 for c in blk.terms.values())
-    found = False
-    todo = [value]
-    while todo:
-        x = todo.pop()
-        if x.digest in seen or not x.variant:
-            continue
-        seen.add(x.digest)
-        todo.extend(x.kids)
-        p = x.poly
-        if p is None:
-            continue
-        c0 = p.terms.get((), 0)
-        if not c0 or len(p.terms) < 2:
-            continue
-        ratio = _ratio(Poly({m: c for m, c in p.terms.items() if m}), blk)
-        if ratio is None or (c0 * ratio[1]) % ratio[0]:
-            continue
-        off = abs(c0 * ratio[1] // ratio[0])
-        bit = (off & -off).bit_length() - 1
-        if bit < best:
-            best, found = bit, True
-    return best if found else None
-
-
 def _root_key(root: Root) -> bytes:
     return Node("root", (root.nbytes,), (root.address, root.value)).digest
 
@@ -258,7 +206,30 @@ def per_thread(
         common = got if common is None else common & got
         if not common:
             return None
-    return _meet(r, threads, tev, param_syms, memos, col, split_at)
+    first: tuple[Poly, Node] | None = None
+    nodes: set[bytes] | None = None
+    for t in threads:
+        a = tev.poly_at(r.address.poly, t)
+        v = tev.at(r.value, t)
+        if a is None or v is None:
+            return None
+        if tev.pads:
+            v = col.collapse(v)  # (reads resolved to +0 pads may leave a padded balanced tree)
+        if first is None:
+            first = relativize(a, v, param_syms, memos, split_at=split_at)
+            if first is None:
+                return None
+            continue
+        # every other thread must store the first one's relative root (same address and tree):
+        # relativize_meets answers that as relativize would, and stops at the first node of
+        # this thread's tree that the first one's does not hold
+        if nodes is None:
+            nodes = tree_digests(first[1])
+        if not relativize_meets(a, v, param_syms, memos, first, nodes, split_at):
+            return None
+    if first is None:
+        return None
+    return [Root(r.param, r.nbytes, int_node(first[0]), first[1], True)]
 
 
 def uniform_exchanges(r: Root, nbits: int | None, tev: ThreadEval, col: Collapser) -> Node | None:
@@ -305,44 +276,6 @@ def uniform_exchanges(r: Root, nbits: int | None, tev: ThreadEval, col: Collapse
     if v.exchange:
         return None
     return col.collapse(v)
-
-
-def _meet(
-    r: Root,
-    threads: list[int] | range,
-    tev: ThreadEval,
-    param_syms: set[str],
-    memos: dict[tuple, dict[bytes, Node]],
-    col: Collapser,
-    split_at: int | None,
-) -> list[Root] | None:
-    """per_thread's one relative root, each thread's store rewritten as relativize does; None
-    at the first thread that misses."""
-    assert r.address.poly is not None
-    first: tuple[Poly, Node] | None = None
-    nodes: set[bytes] | None = None
-    for t in threads:
-        a = tev.poly_at(r.address.poly, t)
-        v = tev.at(r.value, t)
-        if a is None or v is None:
-            return None
-        if tev.pads:
-            v = col.collapse(v)  # (reads resolved to +0 pads may leave a padded balanced tree)
-        if first is None:
-            first = relativize(a, v, param_syms, memos, split_at=split_at)
-            if first is None:
-                return None
-            continue
-        # every other thread must store the first one's relative root (same address and tree):
-        # relativize_meets answers that as relativize would, and stops at the first node of
-        # this thread's tree that the first one's does not hold
-        if nodes is None:
-            nodes = tree_digests(first[1])
-        if not relativize_meets(a, v, param_syms, memos, first, nodes, split_at):
-            return None
-    if first is None:
-        return None
-    return [Root(r.param, r.nbytes, int_node(first[0]), first[1], True)]
 
 
 def _threads(r: Root, nbits: int, tev: object) -> list[int] | range:

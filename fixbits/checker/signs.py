@@ -51,9 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fixbits.checker.node import Node
-from fixbits.checker.pads import RN_F32, const_of, contractable, is_bit_move, is_square
-
-WIDEN = frozenset({"f32.f16", "f32.bf16"})  # exact float widenings
+from fixbits.checker.pads import RN_F32, WIDEN, const_of, contractable, is_bit_move, is_square
 
 
 @dataclass(frozen=True)

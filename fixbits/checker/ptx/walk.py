@@ -26,7 +26,7 @@ from fixbits.checker.launch import pred_truth, thread_truths
 from fixbits.checker.node import Node, Root, const_bits, int_node, opaque
 from fixbits.checker.pads import RN_F32, is_bit_move, is_zero, mk_fadd, mk_ffma, zero_result
 from fixbits.checker.ptx.parse import Entry, Inst, split_args
-from fixbits.checker.signs import WIDEN, ReadFacts, SignFacts
+from fixbits.checker.signs import ReadFacts, SignFacts
 from fixbits.checker.thread_roots import POINTWISE
 from fixbits.checker.walk import (
     TRUE,
@@ -963,13 +963,10 @@ class PTXWalk(Walk):
             self.write(ins, ins.args[0], mk_fadd(ops[0], ops[1], attrs))
             return None
         if self.spec and zero_result(kind, attrs, ops):
-            self.write(ins, ins.args[0], ops[0])  # +0 * +0 = +0 exactly
+            self.write(ins, ins.args[0], ops[0])  # +0 * +0 and a widened +0 are +0 exactly
             return None
         if self.spec and kind == "fma" and attrs[0] == "rn.f32" and len(ops) == 3:
             self.write(ins, ins.args[0], mk_ffma(ops[0], ops[1], ops[2], attrs))
-            return None
-        if self.spec and kind == "cvt" and attrs[0] in WIDEN and is_zero(ops[0]):
-            self.write(ins, ins.args[0], ops[0])  # +0 widened is +0
             return None
         self.write(ins, ins.args[0], Node(kind, attrs, tuple(ops)))
         return None
