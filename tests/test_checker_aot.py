@@ -42,6 +42,8 @@ def _build(tmp: Path) -> Path:
         str(tmp / "o"),
         "--build-aot",
         str(store),
+        "--ptx-dir",
+        str(tmp / "ptx"),
         "--only",
         "row_sum",
         "--max-cases",
@@ -110,6 +112,33 @@ def test_loaded_kernels_take_the_pre_step_signature(store: Path) -> None:
     p1, _, _, _ = run.kernel_parts([loaded], [None], 1, {}, {})
     p2, _, _, _ = run.kernel_parts([loaded], [None], 2, {}, {})
     assert p1 != p2 and p1[0].startswith("unknown:")
+
+
+def test_loaded_kernels_are_signed_for_their_launch_from_kept_ptx(store: Path) -> None:
+    """Launch mode needs the PTX, which a loaded kernel lacks: the runner reads the copy the
+    pre-step kept (by the manifest's PTX sha) and signs it for the launch; without it, the
+    kernel gets a part of its own rather than the unspecialised digest."""
+    from fixbits.checker import aot_store
+    from fixbits.checker.api import signature
+    from fixbits.checker.launch import corpus_launch
+    from fixbits.checker.soundness import cases, load_families
+
+    run = _runner()
+    kern = {}
+    for line in (store / "kernels.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        kern[row["key"]] = row
+    k = next(iter(kern.values()))
+    fam = next(f for f in load_families() if f.name == "row_sum")
+    spec = corpus_launch(fam.module, dict(fam.shape), cases(fam)[0].label())
+    assert spec is not None
+    loaded = aot_store.load(store, k["key"], src=None)
+    ptx_dir = store.parent / "ptx"
+    parts, shas, _, _ = run.kernel_parts([loaded], [None], 3, kern, {}, spec, str(ptx_dir))
+    want = signature((ptx_dir / f"{k['ptx_sha']}.ptx").read_text(), "ptx", launch=spec)
+    assert parts == [want.digest] and shas[0] == k["ptx_sha"]
+    alone, _, _, _ = run.kernel_parts([loaded], [None], 3, kern, {}, spec, "")
+    assert alone[0].startswith("unknown:")
 
 
 def test_runner_dry_run_plans_every_config() -> None:

@@ -151,6 +151,61 @@ def row_bits(roots: list[Root]) -> dict[str, int]:
     return out
 
 
+_TRIES = 3  # split_bits tries at most this many bits below the block's own
+
+
+def split_bits(roots: list[Root]) -> dict[str, tuple[int | None, ...]]:
+    """Per output, the bits to try its split rewrite at, in order (None: the default, the
+    largest k the block part allows), for the caller to keep the first that signs the output's
+    roots with the fewest physical roots, then the fewest distinct trees. With a row start in
+    the trees (``row_bits``) that bit alone. Else, where every root's thread part lies in one
+    aligned window below the block's bit, the default and then up to _TRIES bits below it down to
+    that window's: a block of several rows whose stores each stay inside one row meets a block
+    of one row at the row pitch's bit, where every row's roots are the first row's (the trees
+    say which bit does that; the roots' windows alone cannot tell a row from a run of columns)."""
+    rows = row_bits(roots)
+    out: dict[str, tuple[int | None, ...]] = {p: (b,) for p, b in rows.items()}
+    for param, (b_min, k) in _window_bits(roots).items():
+        if param not in out:
+            out[param] = (None, *range(k - 1, max(b_min, k - _TRIES) - 1, -1))
+    return out
+
+
+def _window_bits(roots: list[Root]) -> dict[str, tuple[int, int]]:
+    """Per output whose roots all have a splittable byte offset: (the narrowest bit at which
+    every one of them splits exactly, its thread part's values in one aligned window; the
+    smallest bit their block parts allow), where the first is below the second."""
+    need: dict[str, int] = {}
+    top: dict[str, int] = {}
+    bad: set[str] = set()
+    for r in roots:
+        if r.relative:
+            continue
+        w = _offset_window(r.address.poly) if r.address.poly is not None else None
+        if w is None:
+            bad.add(r.param)
+            continue
+        k, lo, hi = w
+        b = (lo ^ hi).bit_length()
+        if lo < 0 or b > k:
+            bad.add(r.param)
+            continue
+        need[r.param] = max(need.get(r.param, 0), b)
+        top[r.param] = min(top.get(r.param, k), k)
+    return {p: (b, top[p]) for p, b in need.items() if p not in bad and b < top[p]}
+
+
+def _offset_window(addr: Poly) -> tuple[int, int, int] | None:
+    """(the largest bit the block part allows, min and max of the thread part) of an address's
+    byte offset (its pointer parameter, a lone ``p:`` term, left out); None when the offset is
+    not block ids plus thread bits plus a constant."""
+    base = [m for m, c in addr.terms.items() if len(m) == 1 and m[0].startswith("p:") and c == 1]
+    if len(base) != 1:
+        return None
+    w = _window(Poly({m: c for m, c in addr.terms.items() if m != base[0]}))
+    return None if w is None else (w[2], w[3], w[4])
+
+
 def _row_bit(value: Node, blk: Poly, seen: set[bytes]) -> int | None:
     """The smallest bit of a row start's constant (``row_bits``) in ``value``, below the bit of
     the address's block part ``blk``; None when there is none (``seen``: nodes already read)."""

@@ -33,6 +33,15 @@ def is_bit_move(n: Node) -> bool:
     return b is not None and 0 <= b < 32 and c == 31 and mask in (-1, 0xFFFFFFFF)
 
 
+def is_idx_move(n: Node) -> bool:
+    """``shfl.sync.idx`` over the whole warp with clamp 31 and a lane operand that is a form
+    (thread_roots reads it at each thread): lane t receives lane (b at t) mod 32's register."""
+    if n.kind != "shfl" or n.attrs != ("idx",) or len(n.kids) != 4 or n.kids[1].poly is None:
+        return False
+    c, mask = const_of(n.kids[2]), const_of(n.kids[3])
+    return c == 31 and mask in (-1, 0xFFFFFFFF)
+
+
 def is_zero(n: Node) -> bool:
     """The all-zero bit pattern: +0.0 in every float width."""
     return const_of(n) == 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fixbits.checker import dtokens, exp_pads
-from fixbits.checker.coord_split import row_bits
+from fixbits.checker.coord_split import split_bits
 from fixbits.checker.forms import Poly
 from fixbits.checker.node import Node, Root, int_node
 from fixbits.checker.walk import relative_addresses, relativize, relativize_meets, tree_digests
@@ -95,42 +95,65 @@ def build(
             v = exp_pads.fold(r.value, v, col, r.storers)  # (a softmax's exp(-inf - max) padding as +0)
         ready.append(Root(r.param, r.nbytes, r.address, v, r.relative))
 
+    def resolve(r: Root, at: int | None) -> list[Root] | None:
+        """The relative roots ``r`` signs as when the plain rewrite leaves it variant: every
+        thread's store as one and the same relative tree (a block's rows picked by thread bits
+        meet one row per block, thread_roots.py); else, launch-specialised, its exchanges that
+        are one tree at every thread as that tree; else the byte offset split into block and
+        thread parts (coord_split.py, at bit ``at``). None: it stays physical."""
+        addr = r.address.poly
+        assert addr is not None
+        per = per_thread(r, nbits, tev, param_syms, rel_memos, col, at) if tev is not None else None
+        if per is not None:
+            return per
+        rel = None
+        if tev is not None and tev.pads and r.value.exchange:
+            # (launch-specialised walks only: unspecialised, no class of the corpus merged by
+            # it, and it cost a quarter of the speed)
+            u = uniform_exchanges(r, nbits, tev, col)
+            if u is not None:
+                rel = relativize(addr, u, param_syms, rel_memos, split_at=at)
+        if rel is None:
+            rel = relativize(addr, r.value, param_syms, rel_memos, split=True, split_at=at)
+        return None if rel is None else [Root(r.param, r.nbytes, int_node(rel[0]), rel[1], True)]
+
+    # each root by the plain rewrite where it is exact; the others per output, at the split bit
+    # chosen for the output (split_bits). Each rewrite is exact, and the choice is a function of
+    # the roots, so equal roots choose alike.
+    signed: list[list[Root] | None] = []
+    harder: dict[str, list[int]] = {}
+    for r in ready:
+        if r.relative and not r.value.variant:
+            signed.append([r])  # a TMA tile of one tree
+            continue
+        if r.address.poly is None or r.relative:
+            signed.append(None)
+            continue
+        rel = relativize(r.address.poly, r.value, param_syms, rel_memos, split=False)
+        if rel is not None:
+            signed.append([Root(r.param, r.nbytes, int_node(rel[0]), rel[1], True)])
+            continue
+        harder.setdefault(r.param, []).append(len(signed))
+        signed.append(None)
+    if harder:
+        bits = split_bits(ready)
+        for param, idxs in harder.items():
+            best: tuple[tuple[int, int], list[list[Root] | None]] | None = None
+            for at in bits.get(param, (None,)):
+                got = [resolve(ready[i], at) for i in idxs]
+                score = (sum(g is None for g in got), len({_root_key(x) for g in got if g for x in g}))
+                if best is None or score < best[0]:
+                    best = (score, got)
+                if score[0] == 0 and score[1] <= 1:
+                    break  # (nothing signs these roots with fewer distinct trees)
+            assert best is not None
+            for i, g in zip(idxs, best[1], strict=True):
+                signed[i] = g
+
     by_param: dict[str, list[tuple[bytes, Root]]] = {}
     physical = False
-    split_at: dict[str, int] | None = None  # (row_bits, read once a root needs more than the plain rewrite)
-    for r in ready:
-        addr = r.address
-        if r.relative and not r.value.variant:
-            by_param.setdefault(r.param, []).append((_root_key(r), r))  # a TMA tile of one tree
-            continue
-        # the plain rewrite; else every thread's store as one and the same relative tree (a
-        # block's rows picked by thread bits meet one row per block, thread_roots.py); else
-        # the byte offset split into block and thread parts (coord_split.py; at the output's
-        # row bit, row_bits). Each is exact, and the choice is a function of the roots, so equal
-        # roots choose alike.
-        todo = addr.poly is not None and not r.relative
-        rel = relativize(addr.poly, r.value, param_syms, rel_memos, split=False) if todo else None
-        per = None
-        if rel is None and todo:
-            if split_at is None:
-                split_at = row_bits(ready)
-            at = split_at.get(r.param)
-            per = per_thread(r, nbits, tev, param_syms, rel_memos, col, at) if tev is not None else None
-            if per is None and tev is not None and tev.pads and r.value.exchange:
-                # each exchange whose value is one tree at every thread as that tree: the root
-                # keeps its own thread's terms, and the relative rewrite reads them (launch-
-                # specialised walks only: unspecialised, no class of the corpus merged by it,
-                # and it cost a quarter of the speed)
-                u = uniform_exchanges(r, nbits, tev, col)
-                if u is not None:
-                    rel = relativize(addr.poly, u, param_syms, rel_memos, split_at=at)
-            if per is None and rel is None:
-                rel = relativize(addr.poly, r.value, param_syms, rel_memos, split=True, split_at=at)
-        if per is not None:
-            got = per
-        elif rel is not None:
-            got = [Root(r.param, r.nbytes, int_node(rel[0]), rel[1], True)]
-        else:
+    for r, got in zip(ready, signed, strict=True):
+        if got is None:
             physical = True
             got = [r]
         for root in got:

@@ -42,7 +42,7 @@ from fixbits.checker.leaf_pred import at_element
 from fixbits.checker.launch import U_EQ_BOUND, decide_cmp, join_truths
 from fixbits.checker.maxsets import map_indices
 from fixbits.checker.node import Node, int_node
-from fixbits.checker.pads import RN_F32, is_bit_move, mk_fadd, mk_ffma, zero_result
+from fixbits.checker.pads import RN_F32, is_bit_move, is_idx_move, mk_fadd, mk_ffma, zero_result
 from fixbits.checker.walk import const_pred
 
 if TYPE_CHECKING:
@@ -140,11 +140,12 @@ class ThreadEval:
             return None if p is None else (n if p is n.poly else int_node(p))
         k = n.kind
         if k == "shfl":
-            if not is_bit_move(n):
-                return None
-            b = n.kids[1].poly
-            assert b is not None
-            return self.at(n.kids[0], t ^ b.const_value())
+            if is_bit_move(n):
+                b = n.kids[1].poly
+                assert b is not None
+                return self.at(n.kids[0], t ^ b.const_value())
+            lane = self._idx_lane(n, t)
+            return None if lane is None else self.at(n.kids[0], (t & ~31) | lane)
         if k == "xwarp":
             a = self.at(n.kids[0], t)
             if a is None:
@@ -355,10 +356,10 @@ class ThreadEval:
         value, at(); memoised on the bits ``v`` uses): then whichever of them wrote last, the
         bytes hold that tree (a butterfly all-reduce's total, a value read back from one slot).
         At most 2^_SAME_BITS distinct evaluations are tried."""
-        if len(writers) == 1 and self.pads and self.col is not None:
-            return True  # (one writer: its own value; launch-specialised, where its tree collapses)
+        if len(writers) == 1:
+            return True  # (one writer: the bytes hold its own value, e.g. a layout conversion's slot)
         if len(used) > _SAME_BITS:
-            return False  # (unspecialised, one writer left too: resolving such reads costs more than it merged)
+            return False
         mask = sum(1 << i for i in used)
         if all(w & mask == writers[0] & mask for w in writers):
             return True  # (at() reads only these bits: one evaluation stands for all)
@@ -384,12 +385,30 @@ class ThreadEval:
         got = self.nmemo.get(en.key)
         if got is None:
             e = en.store
-            got = self.nmemo[en.key] = Node(
-                "st",
-                ("st", e.attrs[1], e.attrs[2], e.attrs[3], self.nbits, en.env),
-                (self.bind(int_node(en.rel)), self.bind(e.kids[1]), self.bind(e.kids[2])),
-            )
+            got = self._one_writer(en)
+            if got is None:
+                got = Node(
+                    "st",
+                    ("st", e.attrs[1], e.attrs[2], e.attrs[3], self.nbits, en.env),
+                    (self.bind(int_node(en.rel)), self.bind(e.kids[1]), self.bind(e.kids[2])),
+                )
+            self.nmemo[en.key] = got
         return got
+
+    def _one_writer(self, en: _Entry) -> Node | None:
+        """A kept store whose restriction leaves one writer: its address, value and predicate at
+        that writer, and no writer bits. Which thread wrote is no part of the bytes: one writer
+        does not race with itself, and the entries keep program order and barrier counts, so
+        two reads whose entries agree store by store read equal bytes. None when the
+        restriction leaves more than one writer or a part is out of at()'s scope."""
+        if len(en.env) != self.nbits:
+            return None
+        w = sum(v << i for i, v in en.env)
+        e = en.store
+        parts = (self.at(int_node(en.rel), w), self.at(e.kids[1], w), self.at(e.kids[2], w))
+        if any(x is None for x in parts):
+            return None
+        return Node("st", ("st", e.attrs[1], e.attrs[2], e.attrs[3], self.nbits, "one"), parts)  # type: ignore[arg-type]
 
     def _hist_index(self, hist: Node) -> _HistIndex | None:
         """A history's stores, each (node, bytes, barriers, address, its constant, writer
@@ -489,6 +508,10 @@ class ThreadEval:
             # ldmatrix_at: lane t & 31 and the row address at a lane of t's own warp
             u = self.bits_used(n.kids[0].kids[0])
             res = None if u is None else u | frozenset(range(min(5, self.nbits)))
+        elif n.kind == "shfl" and is_idx_move(n):
+            # _idx_lane: the operand at a lane of t's own warp that the lane form names
+            u, v = self.bits_used(n.kids[0]), self.bits_used(n.kids[1])
+            res = None if u is None or v is None else u | v | frozenset(range(min(5, self.nbits)))
         elif n.kind in ("ldmatrix", "lane_sym", "lanex", "dpp") or (n.kind == "shfl" and not is_bit_move(n)):
             res = None
         else:
@@ -504,6 +527,18 @@ class ThreadEval:
                 res = frozenset(acc)
         self.umemo[n.digest] = res
         return res
+
+    def _idx_lane(self, n: Node, t: int) -> int | None:
+        """The lane whose register ``shfl.sync.idx`` over the full warp with clamp 31 hands
+        thread t: its lane operand at t, modulo 32 (PTX ISA: j = b[4:0] when the segment mask
+        is 0, always in range); None for another shuffle or a lane operand that is not a
+        number at t (a form over other than this block's thread bits)."""
+        if not is_idx_move(n):
+            return None
+        b = n.kids[1].poly
+        assert b is not None
+        at = self.poly_at(b, t)
+        return None if at is None or at.symbols() else at.const_value() & 31
 
     def ldmatrix_at(self, n: Node, t: int) -> Node | None:
         """Register k of ``ldmatrix .m8n8 .b16`` (not transposed) at lane i of thread t: the 4

@@ -48,7 +48,7 @@ _STATE: dict[str, Any] = {}
 CHUNK = 6  # configs of one group a worker takes at a time
 
 
-def _init_worker(aot: str = "") -> None:
+def _init_worker(aot: str = "", ptx_dir: str = "") -> None:
     import torch
     from triton.compiler.compiler import CompiledKernel
 
@@ -66,6 +66,7 @@ def _init_worker(aot: str = "") -> None:
     _STATE["poisoned"] = None
     _STATE["aot_stats"] = {}
     _STATE["aot_sigs"] = {}
+    _STATE["ptx_dir"] = ptx_dir
     if aot:
         from pathlib import Path
 
@@ -100,12 +101,14 @@ def kernel_parts(
     aot_sigs: dict[str, dict[str, Any]],
     cache: dict[str, tuple[str | None, str | None, bool]],
     launch: Any = None,
+    ptx_dir: str = "",
 ) -> tuple[list[str], list[str], list[str], bool]:
     """Per launched kernel: its signature part, PTX sha, fallback and physical flag.
 
     With ``launch`` (a ``LaunchShape``, single-kernel cases only) each kernel is signed
     specialised to that launch; the AOT store's signatures are unspecialised, so a kernel loaded
-    from it without its PTX gets a part of its own.
+    from it is signed from its PTX kept under ``ptx_dir`` (by the store's PTX sha), and without
+    that PTX gets a part of its own.
 
     A kernel loaded from the AOT store carries no PTX: its signature is the one the CPU
     pre-step computed under the same key. A kernel whose signature is unknown, or that is
@@ -120,16 +123,21 @@ def kernel_parts(
     for k, ptx in zip(kernels, ptxs, strict=True):
         if ptx is None:
             pre = aot_sigs.get(str(getattr(k, "hash", "")))
-            if pre is None or launch is not None:
+            kept = os.path.join(ptx_dir, f"{pre['ptx_sha']}.ptx") if pre and ptx_dir else ""
+            if launch is not None and kept and os.path.exists(kept):
+                with open(kept) as fh:
+                    ptx = fh.read()
+            elif pre is None or launch is not None:
                 parts.append(f"unknown:{case_id}:{len(parts)}")
                 shas.append("")
                 continue
-            parts.append(pre["digest"] if pre["digest"] is not None else f"nondet:{case_id}")
-            if pre["fallback"]:
-                fallbacks.append(pre["fallback"])
-            physical = physical or bool(pre["physical"])
-            shas.append(pre["ptx_sha"])
-            continue
+            else:
+                parts.append(pre["digest"] if pre["digest"] is not None else f"nondet:{case_id}")
+                if pre["fallback"]:
+                    fallbacks.append(pre["fallback"])
+                physical = physical or bool(pre["physical"])
+                shas.append(pre["ptx_sha"])
+                continue
         full = hashlib.sha256(ptx.encode()).hexdigest()
         shas.append(full[:16])
         ckey = full if launch is None else f"{full}|{launch.key()}"
@@ -204,7 +212,7 @@ def _run_case(task: dict[str, Any]) -> dict[str, Any]:
 
             spec = corpus_launch(task["module"], shape, task["label"])
         parts, ptx_shas, fallbacks, physical = kernel_parts(
-            kernels_obj, kernels_ptx, task["id"], _STATE["aot_sigs"], _STATE["sigs"], spec
+            kernels_obj, kernels_ptx, task["id"], _STATE["aot_sigs"], _STATE["sigs"], spec, _STATE["ptx_dir"]
         )
         out["check_s"] = round(time.time() - t1, 4)
         out["sig"] = hashlib.sha256("|".join(parts).encode()).hexdigest()[:24] if parts else None
@@ -222,6 +230,22 @@ def _run_case(task: dict[str, Any]) -> dict[str, Any]:
             _STATE["poisoned"] = msg
     out["wall_s"] = round(time.time() - t0, 3)
     return out
+
+
+def _unpacked(path: str, suffixes: tuple[str, ...], t_start: float) -> str:
+    """A packed folder (tar cJf x.tar.xz x) unpacked to a temporary folder; a folder as it is."""
+    if not path.endswith(suffixes):
+        return path
+    import tarfile
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="fixbits_aot_")
+    with tarfile.open(path) as tf:
+        tf.extractall(tmp, filter="data")
+    subs = [d for d in os.listdir(tmp) if os.path.isdir(os.path.join(tmp, d))]
+    got = os.path.join(tmp, subs[0]) if len(subs) == 1 else tmp
+    print(f"{path} unpacked to {got} in {time.time() - t_start:.1f}s", flush=True)
+    return got
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,7 +268,12 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="CPU pre-step: compile every planned config for sm_90 into this store and exit (resumable)",
     )
-    ap.add_argument("--ptx-dir", default="", help="with --build-aot: also keep each kernel's PTX here")
+    ap.add_argument(
+        "--ptx-dir",
+        default="",
+        help="with --build-aot: also keep each kernel's PTX here; with --aot and --launch-spec: the kept PTX "
+        "(a folder or its .tar.xz), so kernels loaded from the store are signed specialised to their launch",
+    )
     ap.add_argument(
         "--allow-stale-signatures",
         action="store_true",
@@ -339,18 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     workers = args.workers or max(1, min(15, (os.cpu_count() or 2) - 1))
     from fixbits.checker.aot_build import ARCHIVE_SUFFIXES
 
-    aot = args.aot
-    if aot.endswith(ARCHIVE_SUFFIXES):
-        import tarfile
-        import tempfile
-
-        tmp = tempfile.mkdtemp(prefix="fixbits_aot_")
-        with tarfile.open(aot) as tf:
-            tf.extractall(tmp, filter="data")
-        subs = [d for d in os.listdir(tmp) if os.path.isdir(os.path.join(tmp, d))]
-        aot = os.path.join(tmp, subs[0]) if len(subs) == 1 else tmp
-        print(f"aot store unpacked to {aot} in {time.time() - t_start:.1f}s", flush=True)
-    args.aot = aot
+    aot = args.aot = _unpacked(args.aot, ARCHIVE_SUFFIXES, t_start)
+    args.ptx_dir = _unpacked(args.ptx_dir, ARCHIVE_SUFFIXES, t_start)
     if aot:
         from fixbits.checker.aot_build import stale_signatures
 
@@ -372,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     deadline = t_start + args.budget_s - 15
     cut = False
     with open(os.path.join(args.out, "checker_soundness_cases.jsonl"), "w") as fh:
-        pool = ctx.Pool(workers, initializer=_init_worker, initargs=(args.aot,))
+        pool = ctx.Pool(workers, initializer=_init_worker, initargs=(args.aot, args.ptx_dir))
         try:
             chunks, i = [], 0
             for run in runs:
