@@ -84,6 +84,16 @@ def build(
     col = Collapser(pads, masked_false, nbits, masked_preds)
     rel_memos: dict[tuple, dict[bytes, Node]] = {}
     tev = ThreadEval(nbits, shared_reads, pads, col) if nbits is not None else None
+    tev_full: list[ThreadEval] = []
+
+    def full() -> ThreadEval:
+        """The thread reading that takes one writer's reads apart (ThreadEval.one_writer),
+        made once a root needs it."""
+        if not tev_full:
+            assert nbits is not None
+            tev_full.append(ThreadEval(nbits, shared_reads, pads, col, one_writer=True))
+        return tev_full[0]
+
     expander = dtokens.Expander(tokens) if tokens else None
     canon_memo: dict[bytes, Node] = {}
     ready: list[Root] = []
@@ -98,12 +108,15 @@ def build(
     def resolve(r: Root, at: int | None) -> list[Root] | None:
         """The relative roots ``r`` signs as when the plain rewrite leaves it variant: every
         thread's store as one and the same relative tree (a block's rows picked by thread bits
-        meet one row per block, thread_roots.py); else, launch-specialised, its exchanges that
+        meet one row per block, thread_roots.py), read once more taking one writer's shared
+        stores apart where the first reading does not meet; else, launch-specialised, its exchanges that
         are one tree at every thread as that tree; else the byte offset split into block and
         thread parts (coord_split.py, at bit ``at``). None: it stays physical."""
         addr = r.address.poly
         assert addr is not None
         per = per_thread(r, nbits, tev, param_syms, rel_memos, col, at) if tev is not None else None
+        if per is None and tev is not None and tev.shared_reads and r.value.exchange:
+            per = per_thread(r, nbits, full(), param_syms, rel_memos, col, at)
         if per is not None:
             return per
         rel = None

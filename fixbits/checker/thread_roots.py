@@ -71,9 +71,14 @@ class ThreadEval:
 
     def __init__(
         self, nbits: int, shared_reads: bool = False, pads: bool = False,
-        col: Collapser | None = None,
+        col: Collapser | None = None, one_writer: bool = False,
     ) -> None:  # fmt: skip
         self.nbits = nbits
+        # a read one writer's store reaches is that writer's value, unspecialised too, and a kept
+        # store of one writer is read at it (_same_at, _one_writer): exact, but it expands every
+        # thread's read into its writer's tree, so signature.build tries it only where the
+        # reading without it leaves the root physical
+        self.one_writer = one_writer
         self.col = col  # the signature's collapser: loop leaves' spans, one-writer reads' trees
         self.shared_reads = shared_reads  # read_at may take reads apart (signature.build)
         self.pads = pads  # launch-specialised: a read resolved to a +0 pad folds (pads.mk_fadd)
@@ -356,7 +361,7 @@ class ThreadEval:
         value, at(); memoised on the bits ``v`` uses): then whichever of them wrote last, the
         bytes hold that tree (a butterfly all-reduce's total, a value read back from one slot).
         At most 2^_SAME_BITS distinct evaluations are tried."""
-        if len(writers) == 1:
+        if len(writers) == 1 and (self.one_writer or (self.pads and self.col is not None)):
             return True  # (one writer: the bytes hold its own value, e.g. a layout conversion's slot)
         if len(used) > _SAME_BITS:
             return False
@@ -401,7 +406,7 @@ class ThreadEval:
         does not race with itself, and the entries keep program order and barrier counts, so
         two reads whose entries agree store by store read equal bytes. None when the
         restriction leaves more than one writer or a part is out of at()'s scope."""
-        if len(en.env) != self.nbits:
+        if not self.one_writer or len(en.env) != self.nbits:
             return None
         w = sum(v << i for i, v in en.env)
         e = en.store
