@@ -108,10 +108,10 @@ def build(
     def resolve(r: Root, at: int | None) -> list[Root] | None:
         """The relative roots ``r`` signs as when the plain rewrite leaves it variant: every
         thread's store as one and the same relative tree (a block's rows picked by thread bits
-        meet one row per block, thread_roots.py), read once more taking one writer's shared
-        stores apart where the first reading does not meet; else, launch-specialised, its exchanges that
-        are one tree at every thread as that tree; else the byte offset split into block and
-        thread parts (coord_split.py, at bit ``at``). None: it stays physical."""
+        meet one row per block, thread_roots.py), read a second time with one writer's shared
+        stores taken apart where the first reading does not meet; else, launch-specialised,
+        its exchanges that are one tree at every thread as that tree; else the byte offset
+        split into block and thread parts (coord_split.py, at bit ``at``). None: physical."""
         addr = r.address.poly
         assert addr is not None
         per = per_thread(r, nbits, tev, param_syms, rel_memos, col, at) if tev is not None else None

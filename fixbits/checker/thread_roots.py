@@ -76,8 +76,8 @@ class ThreadEval:
         self.nbits = nbits
         # a read one writer's store reaches is that writer's value, unspecialised too, and a kept
         # store of one writer is read at it (_same_at, _one_writer): exact, but it expands every
-        # thread's read into its writer's tree, so signature.build tries it only where the
-        # reading without it leaves the root physical
+        # thread's read into its writer's tree, so signature.build reads a root with it only
+        # where the per-thread reading without it does not meet
         self.one_writer = one_writer
         self.col = col  # the signature's collapser: loop leaves' spans, one-writer reads' trees
         self.shared_reads = shared_reads  # read_at may take reads apart (signature.build)
