@@ -154,7 +154,7 @@ def row_bits(roots: list[Root]) -> dict[str, int]:
 _TRIES = 3  # split_bits tries at most this many bits below the block's own
 
 
-def split_bits(roots: list[Root]) -> dict[str, tuple[int | None, ...]]:
+def split_bits(roots: list[Root], param_syms: set[str]) -> dict[str, tuple[int | None, ...]]:
     """Per output, the bits to try its split rewrite at, in order (None: the default, the
     largest k the block part allows), for the caller to keep the first that signs the output's
     roots with the fewest physical roots, then the fewest distinct trees. With a row start in
@@ -165,13 +165,13 @@ def split_bits(roots: list[Root]) -> dict[str, tuple[int | None, ...]]:
     say which bit does that; the roots' windows alone cannot tell a row from a run of columns)."""
     rows = row_bits(roots)
     out: dict[str, tuple[int | None, ...]] = {p: (b,) for p, b in rows.items()}
-    for param, (b_min, k) in _window_bits(roots).items():
+    for param, (b_min, k) in _window_bits(roots, param_syms).items():
         if param not in out:
             out[param] = (None, *range(k - 1, max(b_min, k - _TRIES) - 1, -1))
     return out
 
 
-def _window_bits(roots: list[Root]) -> dict[str, tuple[int, int]]:
+def _window_bits(roots: list[Root], param_syms: set[str]) -> dict[str, tuple[int, int]]:
     """Per output whose roots all have a splittable byte offset: (the narrowest bit at which
     every one of them splits exactly, its thread part's values in one aligned window; the
     smallest bit their block parts allow), where the first is below the second."""
@@ -181,7 +181,7 @@ def _window_bits(roots: list[Root]) -> dict[str, tuple[int, int]]:
     for r in roots:
         if r.relative:
             continue
-        w = _offset_window(r.address.poly) if r.address.poly is not None else None
+        w = _offset_window(r.address.poly, param_syms) if r.address.poly is not None else None
         if w is None:
             bad.add(r.param)
             continue
@@ -195,14 +195,14 @@ def _window_bits(roots: list[Root]) -> dict[str, tuple[int, int]]:
     return {p: (b, top[p]) for p, b in need.items() if p not in bad and b < top[p]}
 
 
-def _offset_window(addr: Poly) -> tuple[int, int, int] | None:
+def _offset_window(addr: Poly, param_syms: set[str]) -> tuple[int, int, int] | None:
     """(the largest bit the block part allows, min and max of the thread part) of an address's
-    byte offset (its pointer parameter, a lone ``p:`` term, left out); None when the offset is
-    not block ids plus thread bits plus a constant."""
-    base = [m for m, c in addr.terms.items() if len(m) == 1 and m[0].startswith("p:") and c == 1]
-    if len(base) != 1:
+    byte offset (its pointer parameter left out, found as walk._frame finds it); None when the
+    offset is not block ids plus thread bits plus a constant."""
+    base = next((m for m, c in addr.terms.items() if len(m) == 1 and m[0] in param_syms and c == 1), None)
+    if base is None:
         return None
-    w = _window(Poly({m: c for m, c in addr.terms.items() if m != base[0]}))
+    w = _window(Poly({m: c for m, c in addr.terms.items() if m != base}))
     return None if w is None else (w[2], w[3], w[4])
 
 

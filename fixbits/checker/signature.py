@@ -84,15 +84,16 @@ def build(
     col = Collapser(pads, masked_false, nbits, masked_preds)
     rel_memos: dict[tuple, dict[bytes, Node]] = {}
     tev = ThreadEval(nbits, shared_reads, pads, col) if nbits is not None else None
-    tev_full: list[ThreadEval] = []
+    tev_full: ThreadEval | None = None
 
     def full() -> ThreadEval:
         """The thread reading that takes one writer's reads apart (ThreadEval.one_writer),
         made once a root needs it."""
-        if not tev_full:
+        nonlocal tev_full
+        if tev_full is None:
             assert nbits is not None
-            tev_full.append(ThreadEval(nbits, shared_reads, pads, col, one_writer=True))
-        return tev_full[0]
+            tev_full = ThreadEval(nbits, shared_reads, pads, col, one_writer=True)
+        return tev_full
 
     expander = dtokens.Expander(tokens) if tokens else None
     canon_memo: dict[bytes, Node] = {}
@@ -149,7 +150,7 @@ def build(
         harder.setdefault(r.param, []).append(len(signed))
         signed.append(None)
     if harder:
-        bits = split_bits(ready)
+        bits = split_bits(ready, param_syms)
         for param, idxs in harder.items():
             best: tuple[tuple[int, int], list[list[Root] | None]] | None = None
             for at in bits.get(param, (None,)):

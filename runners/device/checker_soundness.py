@@ -121,23 +121,23 @@ def kernel_parts(
     fallbacks: list[str] = []
     physical = False
     for k, ptx in zip(kernels, ptxs, strict=True):
-        if ptx is None:
-            pre = aot_sigs.get(str(getattr(k, "hash", "")))
-            kept = os.path.join(ptx_dir, f"{pre['ptx_sha']}.ptx") if pre and ptx_dir else ""
-            if launch is not None and kept and os.path.exists(kept):
+        pre = aot_sigs.get(str(getattr(k, "hash", ""))) if ptx is None else None
+        if pre is not None and launch is not None and ptx_dir:
+            kept = os.path.join(ptx_dir, f"{pre['ptx_sha']}.ptx")
+            if os.path.exists(kept):
                 with open(kept) as fh:
                     ptx = fh.read()
-            elif pre is None or launch is not None:
+        if ptx is None:
+            if pre is None or launch is not None:
                 parts.append(f"unknown:{case_id}:{len(parts)}")
                 shas.append("")
                 continue
-            else:
-                parts.append(pre["digest"] if pre["digest"] is not None else f"nondet:{case_id}")
-                if pre["fallback"]:
-                    fallbacks.append(pre["fallback"])
-                physical = physical or bool(pre["physical"])
-                shas.append(pre["ptx_sha"])
-                continue
+            parts.append(pre["digest"] if pre["digest"] is not None else f"nondet:{case_id}")
+            if pre["fallback"]:
+                fallbacks.append(pre["fallback"])
+            physical = physical or bool(pre["physical"])
+            shas.append(pre["ptx_sha"])
+            continue
         full = hashlib.sha256(ptx.encode()).hexdigest()
         shas.append(full[:16])
         ckey = full if launch is None else f"{full}|{launch.key()}"
