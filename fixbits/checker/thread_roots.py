@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from fixbits.checker.forms import Poly, is_bit_symbol, split_thread_form
-from fixbits.checker.leaf_pred import at_element
 from fixbits.checker.launch import U_EQ_BOUND, decide_cmp, join_truths
+from fixbits.checker.leaf_pred import at_element
 from fixbits.checker.maxsets import map_indices
 from fixbits.checker.node import Node, int_node
 from fixbits.checker.pads import RN_F32, is_bit_move, is_idx_move, mk_fadd, mk_ffma, zero_result
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from fixbits.checker.balanced import Collapser
 
 _MAX_BITS = 10
+_INDEX_MIN = 16  # a history of more stores is looked up in a byte index (_touching)
 _SAME_BITS = 5  # _same_at evaluates a stored value at up to 2^this writers (one warp)
 # node kinds whose value at a thread is a function of their operands' values at that thread
 POINTWISE = frozenset({
@@ -97,6 +98,11 @@ class ThreadEval:
         self.rmemo: dict[tuple, _Entry | None] = {}
         self.nmemo: dict[tuple, Node] = {}
         self.modmemo: dict[bytes, bool] = {}
+        # the stores of the longest history read so far, and each byte some writer of them
+        # writes -> their positions in program order (_touching)
+        self.indexed: list[_Store] = []
+        self.byte_index: dict[int, list[int]] = {}
+        self.prefixes: dict[bytes, int | None] = {}
 
     def poly_at(self, p: Poly, t: int) -> Poly | None:
         k = p.key()
@@ -287,16 +293,8 @@ class ThreadEval:
             return None  # the stores' addresses and the read's differ by more than writer bits
         a_hi = a_c + nbytes - 1
         rmemo = self.rmemo
-        for st in stores:
-            if st.hi < a_c or st.lo > a_hi:
-                continue  # no writer of this store touches a byte read
+        for st in self._touching(hist, stores, a_c, a_hi):
             c0 = st.const - a_c
-            touched = st.touched
-            for b in range(-c0, nbytes - c0):
-                if b in touched:
-                    break
-            else:
-                continue  # no writer of this store touches a byte read
             # what the store keeps is a function of the store and its constant relative to the
             # read's (every read here has the stores' address besides writer bits and constant)
             key = (st.node.digest, c0, nbytes)
@@ -322,6 +320,50 @@ class ThreadEval:
         # (the barriers passed before the read: whether each store is ordered before it)
         hist2 = Node("hist", (), tuple(self._entry_node(en) for en in entries))
         return Node("sread", (nbytes, bars), (hist2,))
+
+    def _touching(self, hist: Node, stores: list[_Store], lo: int, hi: int) -> list[_Store]:
+        """The stores of ``hist`` some writer of which writes a byte of [lo, hi] (their
+        address constant plus a writer's offset), in program order: the stores that can change
+        the bytes read. A long history is looked up in the byte index of the longest history
+        it is a prefix of (the walk's histories grow by appending: a read sees the stores
+        before it); a short or unindexed one is scanned store by store."""
+        n = self._prefix_of_index(hist, stores) if len(stores) > _INDEX_MIN else None
+        if n is None:
+            return [
+                st
+                for st in stores
+                if not (st.hi < lo or st.lo > hi)
+                and any(b - st.const in st.touched for b in range(lo, hi + 1))
+            ]
+        index = self.byte_index
+        pos: set[int] = set()
+        for b in range(lo, hi + 1):
+            got = index.get(b)
+            if got is not None:
+                pos.update(got)
+        return [stores[k] for k in sorted(pos) if k < n]
+
+    def _prefix_of_index(self, hist: Node, stores: list[_Store]) -> int | None:
+        """len(stores) when they are a prefix of the indexed stores, the index extended to them
+        first when the indexed stores are a prefix of theirs; None otherwise (memoised per
+        history)."""
+        got = self.prefixes.get(hist.digest, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        master = self.indexed
+        res: int | None = None
+        if all(
+            x.node is y.node or x.node.digest == y.node.digest for x, y in zip(master, stores, strict=False)
+        ):  # (the shorter one's length: a prefix test)
+            index = self.byte_index
+            for i in range(len(master), len(stores)):
+                st = stores[i]
+                for off in st.touched:
+                    index.setdefault(st.const + off, []).append(i)
+                master.append(st)
+            res = len(stores)
+        self.prefixes[hist.digest] = res
+        return res
 
     def _entry(self, st: _Store, a: Poly, c0: int, nbytes: int, key: tuple) -> _Entry | None:
         """The store ``st`` as read_at keeps it for a read of ``nbytes`` at ``a`` (its address
