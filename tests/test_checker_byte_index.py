@@ -31,8 +31,9 @@ def _texts(monkeypatch: Any, tmp_path: Any, kernel: str, points: list[tuple[dict
 
 
 def test_byte_index_gives_the_scan(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
-    """Kernels whose shared histories are long (a 4-warp middle-axis sum, column sums across
-    16 warps): the index is used, and every signature is the one a scan of every store gives."""
+    """Pinned middle-axis sums at 2 and 4 warps and column sums at 4 and 8 warps, whose shared
+    histories are long: the index is used, and every signature is the one a scan of every store
+    gives."""
     pytest.importorskip("triton")
     import fixbits.checker.thread_roots as tr
 
