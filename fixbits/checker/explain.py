@@ -102,6 +102,11 @@ def first_difference(a: Node, b: Node, path: str = "") -> str:
     if a.kind == b.kind and a.kind in ("add", "mul", "fma", "min", "max") and a.attrs != b.attrs:
         return f"A combines with {a.kind}.{a.attrs[0]}, B with {b.kind}.{b.attrs[0]}"
     if a.kind == b.kind == "mmafold":
+        if a.attrs[:-1] == b.attrs[:-1]:  # (the last attribute: the operand key, mma_operands.py)
+            return (
+                f"both accumulate through {_describe_node(a)}, but multiply operands built differently "
+                "(other base pointers, other arithmetic between the loads and the MMA, or other staged values)"
+            )
         return f"A accumulates through {_describe_node(a)}, B through {_describe_node(b)}"
     if a.kind == b.kind == "int":
         return f"A reads address [{a.poly.text() if a.poly else '?'}], B [{b.poly.text() if b.poly else '?'}]"

@@ -9,7 +9,10 @@ Soundness rules kept here:
   such chains over interleaved K chunks (LoopSummary.kgroups, kept only where no relabelling of
   the groups changes the signature: api.settle_kgroups). The exemption trusts, as the paper's
   does, that the loop walks every K tile in order: it does not read the operands' addresses
-  (tests/test_checker_kgroup.py holds the every-other-tile case as a strict xfail);
+  (tests/test_checker_kgroup.py holds the every-other-tile case as a strict xfail). What the
+  loop multiplies joins the fold as an operand key (mma_operands.py: base pointers, arithmetic
+  between the loads and the MMA, staged values in staging order), so another operand is told
+  apart where configs of one source agree; tests/test_checker_mma_operands.py holds the rest);
 * a branch merge becomes a select on the path condition;
 * control flow the walk does not understand raises ``Unsupported`` and the kernel's signature
   falls back to its normalised text (never merges two kernels that differ).
@@ -404,7 +407,10 @@ class Walk:
         self.smem_version += 1
         if cond is None:
             raise Unsupported("loop without an exit condition")
-        summ = LoopSummary(self.depth + 1, pre_env, end2, cond, set(written) - set(ivs), self.kgroup_label)
+        summ = LoopSummary(
+            self.depth + 1, pre_env, end2, cond, set(written) - set(ivs), self.kgroup_label,
+            tuple(e.value for e in body_smem),
+        )  # fmt: skip
         self.env = dict(pre_env)
         for r in written:
             if r in ivs:
@@ -712,8 +718,12 @@ class LoopSummary:
         cond: Node,
         carried: set[str],
         kgroup_label: tuple[int, ...] | None = None,
+        staged: tuple[Node, ...] = (),
     ):
         self.depth = depth
+        # the values shared memory holds at the loop (its staging): part of an mmafold's operand
+        # key (mma_operands.py)
+        self.staged = staged
         self.init = init
         self.upd = upd
         self.cond = cond
@@ -728,6 +738,8 @@ class LoopSummary:
         self.kgroup_used = 0  # the group count, once out() has made a k-group fold
         self._kgroups: dict[str, tuple[int, int, int]] | None = None
         self._chains: dict[str, tuple[tuple[bytes, bytes], ...]] | None = None
+        self._okeys: dict[bytes, str] = {}
+        self._amemo: dict[bytes, Node] = {}
 
     def _refs(self, n: Node) -> tuple[str, ...]:
         """Carried registers ``n`` reads, in first-use order (memoised per node)."""
@@ -913,6 +925,16 @@ class LoopSummary:
     def full_key(self) -> Node:
         return self._full()[0]
 
+    def _operand_key(self, upd: Node) -> str:
+        """What the chain ending in ``upd`` multiplies, as configs of one source agree on it
+        (mma_operands.py); memoised per chain, as the registers of one loop share operands."""
+        from fixbits.checker.mma_operands import chain_operands, operand_key
+
+        got = self._okeys.get(upd.digest)
+        if got is None:
+            got = self._okeys[upd.digest] = operand_key(chain_operands(upd), self.staged, self._amemo)
+        return got
+
     def key_for(self, starts: list[Node], first: str | None = None, order: list[str] | None = None) -> Node:
         if order is None:
             order = self.closure(starts, first)
@@ -935,7 +957,7 @@ class LoopSummary:
         upd = self.upd[r]
         chain = _mma_chain(upd, r)
         if chain is not None and self.single_accumulator():
-            return Node("mmafold", (chain,), (self.init.get(r, UNDEF),))
+            return Node("mmafold", (chain, self._operand_key(upd)), (self.init.get(r, UNDEF),))
         kg = self.kgroups().get(r) if chain is not None and self.kgroup_label is not None else None
         if kg is not None:
             g, n, rank = kg
@@ -943,7 +965,9 @@ class LoopSummary:
             self.kgroup_used = g
             # the label is a child, not an attribute: it is what relabelling changes
             return Node(
-                "mmafold", (chain, "kgroup", g, n), (self.init.get(r, UNDEF), int_node(Poly.const(label)))
+                "mmafold",
+                (chain, "kgroup", g, n, self._operand_key(upd)),
+                (self.init.get(r, UNDEF), int_node(Poly.const(label))),
             )
         order = self.closure([upd], first=r)
         if len(order) <= 8:

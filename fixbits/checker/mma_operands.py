@@ -1,0 +1,86 @@
+"""What a tensor-core K loop multiplies, as far as the configs of one kernel agree on it.
+
+The K-loop exemption (walk.LoopSummary.out) summarises an accumulator fed by a chain of identical
+MMAs as ``mmafold``: the chain's instruction and the seed, not the operands. Left at that, two
+kernels whose loops multiply different things sign alike: ``tl.dot(x * 2, y)`` and ``tl.dot(x, y)``,
+or a B tile read from another pointer. The operand key added here holds what every
+config of one source shares and a different source need not: the arithmetic between the global
+loads and the MMA (scalings, conversions), which pointer parameters the loads start from, and the
+values the loop's shared-memory staging holds, abstracted the same way. Addresses beyond their
+base pointer, vector widths, staging depth and layout, how a tile is staged (copy engine or load
+and store) and what a masked load fills in are left out: they are what the configs differ in. So
+the key is a necessary condition only: the exemption still trusts that the loop walks the K tiles
+in order and that they are the tiles the output element needs (walk.py's module docstring). The
+staged values are keyed in the order the kernel first stages them (Triton stages a dot's operands
+in the order its source loads them), which is what tells ``A @ B`` from ``B @ A``; a source that
+loads A first and multiplies ``B @ A`` is not told apart by it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from fixbits.checker.forms import Poly
+from fixbits.checker.node import Node
+
+# shared-memory places and reads: their contents are keyed through the staged values instead
+_SMEM_KINDS = frozenset({"xwarp", "ldmatrix", "smemref", "sread", "hist", "st", "lane_sym", "lanex"})
+_LOOP_KINDS = frozenset({"carried", "loop", "inloop", "loopout", "mmafold", "slot"})
+_SMEM = Node("smem", (), ())
+_LOOP = Node("loopstate", (), ())
+
+
+def _base_pointers(p: Poly) -> tuple[str, ...]:
+    """The parameters an address form starts from: its degree-one terms ``1 * p:i``."""
+    return tuple(sorted(m[0] for m, c in p.terms.items() if c == 1 and len(m) == 1 and m[0].startswith("p:")))
+
+
+def _abstract(n: Node, memo: dict[bytes, Node]) -> Node:
+    got = memo.get(n.digest)
+    if got is not None:
+        return got
+    if n.poly is not None:
+        out = Node("ptrs", _base_pointers(n.poly), ())
+    elif n.kind in _SMEM_KINDS:
+        out = _SMEM
+    elif n.kind in _LOOP_KINDS:
+        out = _LOOP
+    elif n.kind == "load":
+        out = Node("gload", (n.attrs[0] if n.attrs else "",), tuple(_abstract(k, memo) for k in n.kids))
+    elif n.kind in ("cpasync", "masked") and n.kids:
+        # an asynchronous copy holds what it loaded, a predicated load what it loaded where it
+        # loads: which of the two stages a tile, and its fill, differ between configs
+        out = _abstract(n.kids[0], memo)
+    elif n.kind == "pack":
+        kids = {k.digest: k for k in (_abstract(x, memo) for x in n.kids)}
+        out = kids.popitem()[1] if len(kids) == 1 else Node("pack", (), tuple(kids[d] for d in sorted(kids)))
+    else:
+        out = Node(n.kind, n.attrs, tuple(_abstract(k, memo) for k in n.kids))
+    memo[n.digest] = out
+    return out
+
+
+def operand_key(operands: Iterable[Node], staged: Iterable[Node], memo: dict[bytes, Node]) -> str:
+    """A digest of the set of abstracted MMA operands and of the abstracted staged shared-memory
+    values in first-staged order (``memo``: abstractions kept between the chains of one loop)."""
+    seen = {_abstract(n, memo).digest for n in operands}
+    h = hashlib.blake2b(digest_size=8)
+    for d in sorted(seen):
+        h.update(d)
+    order: dict[bytes, None] = {}
+    for n in staged:
+        order.setdefault(_abstract(n, memo).digest, None)
+    for d in order:
+        h.update(b"staged:" + d)
+    return h.hexdigest()
+
+
+def chain_operands(upd: Node) -> list[Node]:
+    """The A and B operands of every MMA of a chain (walk._mma_chain's shape)."""
+    out: list[Node] = []
+    cur = upd
+    while cur.kind == "mma" and len(cur.kids) >= 3:
+        out += [cur.kids[1], cur.kids[2]]
+        cur = cur.kids[0]
+    return out
