@@ -130,3 +130,20 @@ def test_a_shifted_tile_stays_apart(compiled: dict) -> None:
 )
 def test_operands_multiplied_the_other_way_stay_apart(compiled: dict) -> None:
     assert modelled(compiled[(0, 64, 64, 4, 3)]).digest != modelled(compiled[(5, 64, 64, 4, 3)]).digest
+
+
+def test_check_says_what_it_trusts(compiled: dict, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """`fixbits check` on two configs of one GEMM: equal, with the exemption named as trusted."""
+    import json
+
+    from fixbits.cli import main
+
+    a, b = tmp_path / "a.ptx", tmp_path / "b.ptx"
+    a.write_text(compiled[(0, 64, 32, 4, 2)])
+    b.write_text(compiled[(0, 128, 32, 8, 3)])
+    assert main(["check", str(a), str(b)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "equal" and out[1].startswith("note: tensor-core K loops"), out
+    assert main(["check", str(a), str(b), "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["equal"] is True and len(rec["trusts"]) == 1

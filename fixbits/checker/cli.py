@@ -32,6 +32,7 @@ def _read(path: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from fixbits.checker.api import compare, signature
+    from fixbits.checker.explain import trusted
 
     try:
         ta = _read(args.a)
@@ -64,8 +65,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     sb = signature(tb, args.isa, path=args.b)
     v = compare(sa, sb)
+    trusts = trusted(sa) if v.equal else []
     if args.json:
-        print(json.dumps({"equal": v.equal, "reason": v.reason, "a": sa.digest, "b": sb.digest}))
+        print(
+            json.dumps(
+                {"equal": v.equal, "reason": v.reason, "a": sa.digest, "b": sb.digest, "trusts": trusts}
+            )
+        )
     else:
         print("equal" if v.equal else f"not equal\n{v.reason}")
+        for t in trusts:
+            print(f"note: {t}")
     return 0 if v.equal else 1
