@@ -275,3 +275,31 @@ def n_mult_digests(
     fam, mod, shape, inputs = corpus_family_inputs(name, dtype, monkeypatch, tmp_path)
     blocks = [(("N_MULT", m),) for m in mults]
     return corpus_digests(mod, fam.module, inputs, shape, dtype, pinned, blocks, num_warps=num_warps)
+
+
+class FakePtr:
+    """What Triton's JIT binder reads from a device tensor: its dtype and an aligned address."""
+
+    def __init__(self, dtype: Any) -> None:
+        self.dtype = dtype
+
+    def data_ptr(self) -> int:
+        return 1 << 20
+
+
+def aot_variants(
+    fn: Any, args: tuple[Any, ...], plan: dict[Any, dict[str, Any]], cache_dir: str
+) -> dict[Any, str]:
+    """Triton's sm_90 PTX of ``fn(*args, **kwargs)`` per key of ``plan`` (kwargs: constexprs and
+    launch options), compiled into ``cache_dir`` (never the user's Triton cache)."""
+    import pytest
+    import triton
+
+    from fixbits.checker.compile import aot_compile, gpu_target
+
+    out = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(triton.knobs.cache, "dir", cache_dir)
+        for key, kw in plan.items():
+            out[key] = aot_compile(fn, args, kw, gpu_target("sm_90")).asm
+    return out

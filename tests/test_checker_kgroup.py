@@ -5,10 +5,8 @@ that is not symmetric apart (it cannot see which group holds which K chunk)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from test_checker_helpers import modelled, ptx_walker
+from test_checker_helpers import FakePtr, aot_variants, modelled, ptx_walker
 
 pytestmark = pytest.mark.unit
 triton = pytest.importorskip("triton")
@@ -51,32 +49,24 @@ def _kgroup_mix(
     tl.store(C + offs_m[:, None] * N + offs_n[None, :], out)
 
 
-class _Ptr:
-    """What the JIT binder reads from a device tensor."""
-
-    def __init__(self, dtype: Any) -> None:
-        self.dtype = dtype
-
-    def data_ptr(self) -> int:
-        return 1 << 20
-
-
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, int, int, int, int], str]:
     """PTX per (MIX, BLOCK_M, BLOCK_K, num_warps, num_stages)."""
-    from fixbits.checker.compile import aot_compile, gpu_target
-
-    cache = tmp_path_factory.mktemp("triton-cache")
     plan = [(0, 64, 32, 4, 2), (0, 128, 32, 8, 3), (0, 64, 64, 4, 2), (1, 64, 32, 4, 2), (2, 64, 32, 4, 2),
             (3, 64, 32, 4, 2), (4, 64, 32, 4, 2)]  # fmt: skip
-    out = {}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(triton.knobs.cache, "dir", str(cache))
-        for mix, bm, bk, w, s in plan:
-            args = (_Ptr(tl.float16), _Ptr(tl.float16), _Ptr(tl.float32), 512, 512, 1000)
-            kw = {"BLOCK_M": bm, "BLOCK_N": 64, "BLOCK_K": bk, "MIX": mix, "num_warps": w, "num_stages": s}
-            out[(mix, bm, bk, w, s)] = aot_compile(_kgroup_mix, args, kw, gpu_target("sm_90")).asm
-    return out
+    args = (FakePtr(tl.float16), FakePtr(tl.float16), FakePtr(tl.float32), 512, 512, 1000)
+    kwargs = {
+        (mix, bm, bk, w, s): {
+            "BLOCK_M": bm,
+            "BLOCK_N": 64,
+            "BLOCK_K": bk,
+            "MIX": mix,
+            "num_warps": w,
+            "num_stages": s,
+        }
+        for mix, bm, bk, w, s in plan
+    }
+    return aot_variants(_kgroup_mix, args, kwargs, str(tmp_path_factory.mktemp("triton-cache")))
 
 
 def test_one_chunk_width_meets_across_tiles_warps_and_stages(compiled: dict) -> None:
