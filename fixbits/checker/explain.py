@@ -126,9 +126,10 @@ def trusted(s: KernelSignature) -> list[str]:
         if n.kind == "mmafold":
             return [
                 "tensor-core K loops are read under the paper's exemption: their K tiles are taken "
-                "to be walked in order and to be the tiles each output element needs (the operands' "
-                "base pointers, the arithmetic before the MMA and the staged values are checked, "
-                "the tiles' offsets are not)"
+                "to be walked in order and to be the tiles each output element needs, and each "
+                "accumulator register to hold the element its store writes (the operands' base "
+                "pointers, the arithmetic before the MMA and the staged values are checked; the "
+                "tiles' offsets and which register holds which element are not)"
             ]
         stack.extend(n.kids)
     return []

@@ -8,8 +8,9 @@ Soundness rules kept here:
   documented exception: an accumulator fed only by one chain of identical MMAs, or G groups of
   such chains over interleaved K chunks (LoopSummary.kgroups, kept only where no relabelling of
   the groups changes the signature: api.settle_kgroups). The exemption trusts, as the paper's
-  does, that the loop walks every K tile in order: it does not read the operands' addresses
-  (tests/test_checker_kgroup.py holds the every-other-tile case as a strict xfail). What the
+  does, that the loop walks every K tile in order and that each accumulator register holds the
+  element its store writes: it does not read the operands' addresses, and the fold names no
+  element (tests/test_checker_kgroup.py holds the every-other-tile case as a strict xfail). What the
   loop multiplies joins the fold as an operand key (mma_operands.py: base pointers, arithmetic
   between the loads and the MMA, staged values in staging order), so another operand is told
   apart where configs of one source agree; tests/test_checker_mma_operands.py holds the rest);
