@@ -61,17 +61,21 @@ def _abstract(n: Node, memo: dict[bytes, Node]) -> Node:
     return out
 
 
-def operand_key(operands: Iterable[Node], staged: Iterable[Node], memo: dict[bytes, Node]) -> str:
-    """A digest of the set of abstracted MMA operands and of the abstracted staged shared-memory
-    values in first-staged order (``memo``: abstractions kept between the chains of one loop)."""
-    seen = {_abstract(n, memo).digest for n in operands}
-    h = hashlib.blake2b(digest_size=8)
-    for d in sorted(seen):
-        h.update(d)
+def staged_order(staged: Iterable[Node], memo: dict[bytes, Node]) -> tuple[bytes, ...]:
+    """The abstracted staged values, each once, in the order the kernel first stages them."""
     order: dict[bytes, None] = {}
     for n in staged:
         order.setdefault(_abstract(n, memo).digest, None)
-    for d in order:
+    return tuple(order)
+
+
+def operand_key(operands: Iterable[Node], staged: tuple[bytes, ...], memo: dict[bytes, Node]) -> str:
+    """A digest of the set of abstracted MMA operands and of the staged values (staged_order);
+    ``memo``: abstractions kept between the chains of one loop."""
+    h = hashlib.blake2b(digest_size=8)
+    for d in sorted({_abstract(n, memo).digest for n in operands}):
+        h.update(d)
+    for d in staged:
         h.update(b"staged:" + d)
     return h.hexdigest()
 

@@ -739,8 +739,8 @@ class LoopSummary:
         self.kgroup_used = 0  # the group count, once out() has made a k-group fold
         self._kgroups: dict[str, tuple[int, int, int]] | None = None
         self._chains: dict[str, tuple[tuple[bytes, bytes], ...]] | None = None
-        self._okeys: dict[bytes, str] = {}
         self._amemo: dict[bytes, Node] = {}
+        self._staged_order: tuple[bytes, ...] | None = None
 
     def _refs(self, n: Node) -> tuple[str, ...]:
         """Carried registers ``n`` reads, in first-use order (memoised per node)."""
@@ -928,13 +928,12 @@ class LoopSummary:
 
     def _operand_key(self, upd: Node) -> str:
         """What the chain ending in ``upd`` multiplies, as configs of one source agree on it
-        (mma_operands.py); memoised per chain, as the registers of one loop share operands."""
-        from fixbits.checker.mma_operands import chain_operands, operand_key
+        (mma_operands.py). The loop's chains share one abstraction memo and one staged order."""
+        from fixbits.checker.mma_operands import chain_operands, operand_key, staged_order
 
-        got = self._okeys.get(upd.digest)
-        if got is None:
-            got = self._okeys[upd.digest] = operand_key(chain_operands(upd), self.staged, self._amemo)
-        return got
+        if self._staged_order is None:
+            self._staged_order = staged_order(self.staged, self._amemo)
+        return operand_key(chain_operands(upd), self._staged_order, self._amemo)
 
     def key_for(self, starts: list[Node], first: str | None = None, order: list[str] | None = None) -> Node:
         if order is None:
