@@ -132,10 +132,6 @@ _GAPS = [
             "and multiplied B-tile @ A-tile sign like A @ B",
         ),
     ),
-]
-
-
-_GAPS.append(
     pytest.param(
         (0, 64, 32, 4, 3),
         (6, 64, 32, 4, 3),
@@ -146,8 +142,8 @@ _GAPS.append(
             "so a tile whose rows are permuted among a thread's own accumulator registers before "
             "the store signs like the tile stored as computed",
         ),
-    )
-)
+    ),
+]
 
 
 @pytest.mark.parametrize(("base", "other"), _GAPS)
