@@ -110,39 +110,33 @@ def test_the_difference_is_named(compiled: dict) -> None:
 
 
 _GAPS = [
-    pytest.param(
-        (0, 64, 32, 4, 3),
-        (3, 64, 32, 4, 3),
-        id="shifted-tile",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="known gap, the paper's K-loop exemption: the operand key keeps the loads' base "
-            "pointers and arithmetic, not their offsets, so a B tile read 8 columns on from the same "
-            "pointer signs like the aligned one",
+    pytest.param(base, other, id=name, marks=pytest.mark.xfail(strict=True, reason=f"known gap, {why}"))
+    for base, other, name, why in [
+        (
+            (0, 64, 32, 4, 3),
+            (3, 64, 32, 4, 3),
+            "shifted-tile",
+            "the paper's K-loop exemption: the operand key keeps the loads' base pointers and "
+            "arithmetic, not their offsets, so a B tile read 8 columns on from the same pointer "
+            "signs like the aligned one",
         ),
-    ),
-    pytest.param(
-        (0, 64, 64, 4, 3),
-        (5, 64, 64, 4, 3),
-        id="multiplied-the-other-way",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="known gap, the paper's K-loop exemption: the operand key orders the staged tiles "
-            "as they are loaded, not as they are multiplied, so tiles of A and B loaded in that order "
-            "and multiplied B-tile @ A-tile sign like A @ B",
+        (
+            (0, 64, 64, 4, 3),
+            (5, 64, 64, 4, 3),
+            "multiplied-the-other-way",
+            "the paper's K-loop exemption: the operand key orders the staged tiles as they are "
+            "loaded, not as they are multiplied, so tiles of A and B loaded in that order and "
+            "multiplied B-tile @ A-tile sign like A @ B",
         ),
-    ),
-    pytest.param(
-        (0, 64, 32, 4, 3),
-        (6, 64, 32, 4, 3),
-        id="rows-interleaved-epilogue",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="known gap, the paper's K-loop exemption: a fold names no accumulator element, "
-            "so a tile whose rows are permuted among a thread's own accumulator registers before "
-            "the store signs like the tile stored as computed",
+        (
+            (0, 64, 32, 4, 3),
+            (6, 64, 32, 4, 3),
+            "rows-interleaved-epilogue",
+            "the paper's K-loop exemption: a fold names no accumulator element, so a tile whose "
+            "rows are permuted among a thread's own accumulator registers before the store signs "
+            "like the tile stored as computed",
         ),
-    ),
+    ]
 ]
 
 
