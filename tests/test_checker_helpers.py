@@ -288,10 +288,16 @@ class FakePtr:
 
 
 def aot_variants(
-    fn: Any, args: tuple[Any, ...], plan: dict[Any, dict[str, Any]], cache_dir: str
-) -> dict[Any, str]:
-    """Triton's sm_90 PTX of ``fn(*args, **kwargs)`` per key of ``plan`` (kwargs: constexprs and
-    launch options), compiled into ``cache_dir`` (never the user's Triton cache)."""
+    fn: Any,
+    args: tuple[Any, ...],
+    names: tuple[str, ...],
+    plan: list[tuple[Any, ...]],
+    fixed: dict[str, Any],
+    cache_dir: str,
+) -> dict[tuple[Any, ...], str]:
+    """Triton's sm_90 PTX of ``fn(*args, **kwargs)`` per point of ``plan``: kwargs (constexprs
+    and launch options) are ``fixed`` and the point's values under ``names``; compiled into
+    ``cache_dir`` (never the user's Triton cache)."""
     import pytest
     import triton
 
@@ -300,6 +306,7 @@ def aot_variants(
     out = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(triton.knobs.cache, "dir", cache_dir)
-        for key, kw in plan.items():
-            out[key] = aot_compile(fn, args, kw, gpu_target("sm_90")).asm
+        for point in plan:
+            kw = {**fixed, **dict(zip(names, point, strict=True))}
+            out[point] = aot_compile(fn, args, kw, gpu_target("sm_90")).asm
     return out

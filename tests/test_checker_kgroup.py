@@ -55,18 +55,15 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, int, i
     plan = [(0, 64, 32, 4, 2), (0, 128, 32, 8, 3), (0, 64, 64, 4, 2), (1, 64, 32, 4, 2), (2, 64, 32, 4, 2),
             (3, 64, 32, 4, 2), (4, 64, 32, 4, 2)]  # fmt: skip
     args = (FakePtr(tl.float16), FakePtr(tl.float16), FakePtr(tl.float32), 512, 512, 1000)
-    kwargs = {
-        (mix, bm, bk, w, s): {
-            "BLOCK_M": bm,
-            "BLOCK_N": 64,
-            "BLOCK_K": bk,
-            "MIX": mix,
-            "num_warps": w,
-            "num_stages": s,
-        }
-        for mix, bm, bk, w, s in plan
-    }
-    return aot_variants(_kgroup_mix, args, kwargs, str(tmp_path_factory.mktemp("triton-cache")))
+    cache = str(tmp_path_factory.mktemp("triton-cache"))
+    return aot_variants(
+        _kgroup_mix,
+        args,
+        ("MIX", "BLOCK_M", "BLOCK_K", "num_warps", "num_stages"),
+        plan,
+        {"BLOCK_N": 64},
+        cache,
+    )
 
 
 def test_one_chunk_width_meets_across_tiles_warps_and_stages(compiled: dict) -> None:

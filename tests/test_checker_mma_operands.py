@@ -72,18 +72,15 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, int, i
     plan = [(0, 64, 32, 4, 2), (0, 64, 32, 4, 3), (0, 128, 32, 8, 3), (0, 64, 64, 4, 3), (5, 64, 64, 4, 3)]
     plan += [(v, 64, 32, 4, 3) for v in (1, 2, 3, 4, 6)]
     args = (FakePtr(tl.float16), FakePtr(tl.float16), FakePtr(tl.float32), FakePtr(tl.float16), 512, 512, 512)
-    kwargs = {
-        (var, bm, bk, w, s): {
-            "VAR": var,
-            "BLOCK_M": bm,
-            "BLOCK_N": 64,
-            "BLOCK_K": bk,
-            "num_warps": w,
-            "num_stages": s,
-        }
-        for var, bm, bk, w, s in plan
-    }
-    return aot_variants(_gemm_variant, args, kwargs, str(tmp_path_factory.mktemp("triton-cache")))
+    cache = str(tmp_path_factory.mktemp("triton-cache"))
+    return aot_variants(
+        _gemm_variant,
+        args,
+        ("VAR", "BLOCK_M", "BLOCK_K", "num_warps", "num_stages"),
+        plan,
+        {"BLOCK_N": 64},
+        cache,
+    )
 
 
 def test_configs_of_one_source_meet(compiled: dict) -> None:

@@ -78,13 +78,3 @@ def operand_key(operands: Iterable[Node], staged: tuple[bytes, ...], memo: dict[
     for d in staged:
         h.update(b"staged:" + d)
     return h.hexdigest()
-
-
-def chain_operands(upd: Node) -> list[Node]:
-    """The A and B operands of every MMA of a chain (walk._mma_chain's shape)."""
-    out: list[Node] = []
-    cur = upd
-    while cur.kind == "mma" and len(cur.kids) >= 3:
-        out += [cur.kids[1], cur.kids[2]]
-        cur = cur.kids[0]
-    return out

@@ -738,9 +738,10 @@ class LoopSummary:
         self.kgroup_label = kgroup_label  # (Walk.kgroup_label; None: no k-group folds)
         self.kgroup_used = 0  # the group count, once out() has made a k-group fold
         self._kgroups: dict[str, tuple[int, int, int]] | None = None
-        self._chains: dict[str, tuple[tuple[bytes, bytes], ...]] | None = None
+        self._chains: dict[str, tuple[tuple[Node, Node], ...]] | None = None
         self._amemo: dict[bytes, Node] = {}
         self._staged_order: tuple[bytes, ...] | None = None
+        self._okeys: dict[tuple[tuple[Node, Node], ...], str] = {}
 
     def _refs(self, n: Node) -> tuple[str, ...]:
         """Carried registers ``n`` reads, in first-use order (memoised per node)."""
@@ -854,9 +855,9 @@ class LoopSummary:
             self._single = ok
         return self._single
 
-    def _chain_ops(self) -> dict[str, tuple[tuple[bytes, bytes], ...]]:
-        """register -> its MMA chain's (A, B) operand digests, last step first, for every
-        carried register an MMA chain updates (memoised)."""
+    def _chain_ops(self) -> dict[str, tuple[tuple[Node, Node], ...]]:
+        """register -> its MMA chain's (A, B) operands, last step first, for every carried
+        register an MMA chain updates (memoised; nodes compare by digest)."""
         if self._chains is None:
             self._chains = {}
             for r in self.carried:
@@ -864,7 +865,7 @@ class LoopSummary:
                 if u is not None and u.kind == "mma" and _mma_chain(u, r) is not None:
                     cur, ops = u, []
                     while cur.kind == "mma":
-                        ops.append((cur.kids[1].digest, cur.kids[2].digest))
+                        ops.append((cur.kids[1], cur.kids[2]))
                         cur = cur.kids[0]
                     self._chains[r] = tuple(ops)
         return self._chains
@@ -898,7 +899,7 @@ class LoopSummary:
             return self._kgroups
         # chains with one A sequence (an N split) or one B sequence (an M split) walk one K slice
         for side in (0, 1):
-            first: dict[tuple[bytes, ...], str] = {}
+            first: dict[tuple[Node, ...], str] = {}
             for r in regs:
                 seq = tuple(op[side] for op in chains[r])
                 if seq in first:
@@ -906,7 +907,7 @@ class LoopSummary:
                 else:
                     first[seq] = r
         # and groups must share no operand at any step: else neither one K slice nor two
-        owner: dict[bytes, str] = {}
+        owner: dict[Node, str] = {}
         for r in regs:
             g = find(r)
             for op in chains[r]:
@@ -926,14 +927,20 @@ class LoopSummary:
     def full_key(self) -> Node:
         return self._full()[0]
 
-    def _operand_key(self, upd: Node) -> str:
-        """What the chain ending in ``upd`` multiplies, as configs of one source agree on it
-        (mma_operands.py). The loop's chains share one abstraction memo and one staged order."""
-        from fixbits.checker.mma_operands import chain_operands, operand_key, staged_order
+    def _operand_key(self, r: str) -> str:
+        """What register ``r``'s MMA chain multiplies, as configs of one source agree on it
+        (mma_operands.py); memoised per operand sequence (the registers of one MMA share it)."""
+        from fixbits.checker.mma_operands import operand_key, staged_order
 
-        if self._staged_order is None:
-            self._staged_order = staged_order(self.staged, self._amemo)
-        return operand_key(chain_operands(upd), self._staged_order, self._amemo)
+        ops = self._chain_ops()[r]
+        got = self._okeys.get(ops)
+        if got is None:
+            if self._staged_order is None:
+                self._staged_order = staged_order(self.staged, self._amemo)
+            got = self._okeys[ops] = operand_key(
+                [x for ab in ops for x in ab], self._staged_order, self._amemo
+            )
+        return got
 
     def key_for(self, starts: list[Node], first: str | None = None, order: list[str] | None = None) -> Node:
         if order is None:
@@ -957,7 +964,7 @@ class LoopSummary:
         upd = self.upd[r]
         chain = _mma_chain(upd, r)
         if chain is not None and self.single_accumulator():
-            return Node("mmafold", (chain, self._operand_key(upd)), (self.init.get(r, UNDEF),))
+            return Node("mmafold", (chain, self._operand_key(r)), (self.init.get(r, UNDEF),))
         kg = self.kgroups().get(r) if chain is not None and self.kgroup_label is not None else None
         if kg is not None:
             g, n, rank = kg
@@ -966,7 +973,7 @@ class LoopSummary:
             # the label is a child, not an attribute: it is what relabelling changes
             return Node(
                 "mmafold",
-                (chain, "kgroup", g, n, self._operand_key(upd)),
+                (chain, "kgroup", g, n, self._operand_key(r)),
                 (self.init.get(r, UNDEF), int_node(Poly.const(label))),
             )
         order = self.closure([upd], first=r)
