@@ -1,9 +1,9 @@
 """The operand key of the K-loop exemption (mma_operands.py): Triton's sm_90 PTX, compiled here.
 Configs of one GEMM source still meet; a loop that multiplies other operands (a scaled tile, a
-tile of another pointer, the operands' pointers swapped) stays apart. A tile read at another offset
-from the same pointer, operands loaded in one order but multiplied the other way round, and a tile
-whose rows are permuted before the store are the exemption's documented gaps (strict xfails): the
-key does not tie an operand to the loads that staged it, and the fold names no element."""
+tile of another pointer, the operands' pointers swapped, a tile read 8 columns on) stays apart.
+Operands loaded in one order but multiplied the other way round, and a tile whose rows are permuted
+before the store are the exemption's documented gaps (strict xfails): the key does not tie an
+operand to the loads that staged it, and the fold names no element."""
 
 from __future__ import annotations
 
@@ -69,8 +69,9 @@ def _gemm_variant(
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, int, int, int, int], str]:
     """PTX per (VAR, BLOCK_M, BLOCK_K, num_warps, num_stages)."""
-    plan = [(0, 64, 32, 4, 2), (0, 64, 32, 4, 3), (0, 128, 32, 8, 3), (0, 64, 64, 4, 3), (5, 64, 64, 4, 3)]
-    plan += [(v, 64, 32, 4, 3) for v in (1, 2, 3, 4, 6)]
+    plan = [(0, 64, 32, 4, 2), (0, 64, 64, 4, 3), (5, 64, 64, 4, 3)]
+    plan += [(v, 64, 32, 4, 3) for v in (0, 1, 2, 3, 4, 6)]
+    plan += [(v, *c) for v in (0, 3) for c in [(64, 32, 4, 1), (128, 32, 8, 3)]]
     args = (FakePtr(tl.float16), FakePtr(tl.float16), FakePtr(tl.float32), FakePtr(tl.float16), 512, 512, 512)
     cache = str(tmp_path_factory.mktemp("triton-cache"))
     return aot_variants(
@@ -83,13 +84,16 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, int, i
     )
 
 
-def test_configs_of_one_source_meet(compiled: dict) -> None:
-    sigs = [modelled(compiled[k]) for k in [(0, 64, 32, 4, 2), (0, 64, 32, 4, 3), (0, 128, 32, 8, 3)]]
+@pytest.mark.parametrize("var", [0, 3], ids=["plain", "shifted-tile"])
+def test_configs_of_one_source_meet(compiled: dict, var: int) -> None:
+    sigs = [modelled(compiled[k]) for k in [(var, 64, 32, 4, 1), (var, 64, 32, 4, 3), (var, 128, 32, 8, 3)]]
     assert not sigs[0].physical
     assert len({s.digest for s in sigs}) == 1
 
 
-@pytest.mark.parametrize("var", [1, 2, 4], ids=["scaled-operand", "swapped-pointers", "other-pointer"])
+@pytest.mark.parametrize(
+    "var", [1, 2, 3, 4], ids=["scaled-operand", "swapped-pointers", "shifted-tile", "other-pointer"]
+)
 def test_other_operands_stay_apart(compiled: dict, var: int) -> None:
     from fixbits.checker.api import compare
 
@@ -109,14 +113,6 @@ def test_the_difference_is_named(compiled: dict) -> None:
 _GAPS = [
     pytest.param(base, other, id=name, marks=pytest.mark.xfail(strict=True, reason=f"known gap, {why}"))
     for base, other, name, why in [
-        (
-            (0, 64, 32, 4, 3),
-            (3, 64, 32, 4, 3),
-            "shifted-tile",
-            "the paper's K-loop exemption: the operand key keeps the loads' base pointers and "
-            "arithmetic, not their offsets, so a B tile read 8 columns on from the same pointer "
-            "signs like the aligned one",
-        ),
         (
             (0, 64, 64, 4, 3),
             (5, 64, 64, 4, 3),
@@ -157,3 +153,33 @@ def test_check_says_what_it_trusts(compiled: dict, tmp_path: Any, capsys: pytest
     assert main(["check", str(a), str(b), "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["equal"] is True and len(rec["trusts"]) == 1
+
+
+def _load(terms: dict[tuple[str, ...], int]) -> Any:
+    from fixbits.checker.forms import Poly
+    from fixbits.checker.node import Node, int_node
+
+    return Node("load", ("global",), (int_node(Poly(terms)),))
+
+
+@pytest.mark.parametrize(
+    ("loads", "want"),
+    [
+        # thread bits, blocks, iterations and opaque tokens drop out; the least start is kept
+        (
+            [{("p:1",): 1, (): 16, ("tx0",): 32}, {("p:1",): 1, (): 16, ("p:5",): 32, ("IT1",): 64}],
+            ("p:1@16",),
+        ),
+        # a prefetched iteration starts further on: the prologue's start is the least
+        ([{("p:0",): 1, (): 64, ("IT1",): 64}, {("p:0",): 1}], ("p:0@0",)),
+        # no single least start (a negative stride term): every minimal one is kept
+        ([{("p:0",): 1, ("p:5",): -2, (): 8}, {("p:0",): 1, (): 4}], ("p:0@4|8 + -2*p:5",)),
+        # two pointers, each its own start
+        ([{("p:0",): 1}, {("p:1",): 1, ("p:5",): 16}], ("p:0@0", "p:1@16*p:5")),
+    ],
+    ids=["shifted", "prefetched", "no-least", "two-pointers"],
+)
+def test_origins(loads: list[dict], want: tuple[str, ...]) -> None:
+    from fixbits.checker.mma_operands import origins
+
+    assert origins([_load(t) for t in loads]) == want

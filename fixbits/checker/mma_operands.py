@@ -6,10 +6,10 @@ kernels whose loops multiply different things sign alike: ``tl.dot(x * 2, y)`` a
 or a B tile read from another pointer. The operand key added here holds what every
 config of one source shares and a different source need not: the arithmetic between the global
 loads and the MMA (scalings, conversions), which pointer parameters the loads start from, and the
-values the loop's shared-memory staging holds, abstracted the same way. Addresses beyond their
-base pointer, vector widths, staging depth and layout, how a tile is staged (copy engine or load
-and store) and what a masked load fills in are left out: they are what the configs differ in. So
-the key is a necessary condition only: the exemption still trusts that the loop walks the K tiles
+values the loop's shared-memory staging holds, abstracted the same way, and where each pointer's
+tiles start (``origins``). Other address terms, vector widths, staging depth and layout, how a tile
+is staged (copy engine or load and store) and what a masked load fills in are left out: they are
+what the configs differ in. So the key is a necessary condition only: the exemption still trusts that the loop walks the K tiles
 in order and that they are the tiles the output element needs (walk.py's module docstring). The
 staged values are keyed in the order the kernel first stages them (Triton stages a dot's operands
 in the order its source loads them), which is what tells ``A @ B`` from ``B @ A``; a source that
@@ -61,6 +61,49 @@ def _abstract(n: Node, memo: dict[bytes, Node]) -> Node:
     return out
 
 
+def _param_part(p: Poly, bases: tuple[str, ...]) -> Poly:
+    """The address at thread, block and iteration zero, less its base pointer: the terms over
+    parameters only (a term with any other symbol, coordinate or opaque token, is dropped)."""
+    return Poly._of(
+        {
+            m: c
+            for m, c in p.terms.items()
+            if all(s.startswith("p:") for s in m) and not (c == 1 and len(m) == 1 and m[0] in bases)
+        }
+    )
+
+
+def _below(a: Poly, b: Poly) -> bool:
+    """``a <= b`` term by term (a strictly smaller address for every non-negative parameter)."""
+    return all(a.terms.get(m, 0) <= b.terms.get(m, 0) for m in a.terms.keys() | b.terms.keys())
+
+
+def origins(nodes: Iterable[Node]) -> tuple[str, ...]:
+    """Per base pointer, the least of its global loads' addresses at thread, block and iteration
+    zero: where the tiles read from that pointer start. Triton's layouts are linear, so thread 0's
+    first register holds a tile's element (0, 0) in every config, and the other registers, threads,
+    blocks and prefetched iterations only add non-negative terms; a B tile read 8 columns on starts
+    16 bytes on. Where no single least address exists, every minimal one is kept."""
+    per: dict[tuple[str, ...], dict[Poly, None]] = {}
+    seen: set[bytes] = set()
+    todo = list(nodes)
+    while todo:
+        n = todo.pop()
+        if n.digest in seen or n.kind in _SMEM_KINDS or n.kind in _LOOP_KINDS:
+            continue
+        seen.add(n.digest)
+        if n.kind == "load":
+            for k in n.kids:
+                if k.poly is not None and (bases := _base_pointers(k.poly)):
+                    per.setdefault(bases, {})[_param_part(k.poly, bases)] = None
+        todo.extend(n.kids)
+    out = []
+    for bases, offs in per.items():
+        least = sorted(str(a) for a in offs if not any(b != a and _below(b, a) for b in offs))
+        out.append(",".join(bases) + "@" + "|".join(least))
+    return tuple(sorted(out))
+
+
 def staged_order(staged: Iterable[Node], memo: dict[bytes, Node]) -> tuple[bytes, ...]:
     """The abstracted staged values, each once, in the order the kernel first stages them."""
     order: dict[bytes, None] = {}
@@ -69,12 +112,16 @@ def staged_order(staged: Iterable[Node], memo: dict[bytes, Node]) -> tuple[bytes
     return tuple(order)
 
 
-def operand_key(operands: Iterable[Node], staged: tuple[bytes, ...], memo: dict[bytes, Node]) -> str:
-    """A digest of the set of abstracted MMA operands and of the staged values (staged_order);
-    ``memo``: abstractions kept between the chains of one loop."""
+def operand_key(
+    operands: Iterable[Node], staged: tuple[bytes, ...], origins_key: tuple[str, ...], memo: dict[bytes, Node]
+) -> str:
+    """A digest of the set of abstracted MMA operands, of the staged values (staged_order) and of
+    where their tiles start (origins); ``memo``: abstractions kept between the chains of one loop."""
     h = hashlib.blake2b(digest_size=8)
     for d in sorted({_abstract(n, memo).digest for n in operands}):
         h.update(d)
     for d in staged:
         h.update(b"staged:" + d)
+    for o in origins_key:
+        h.update(b"origin:" + o.encode())
     return h.hexdigest()

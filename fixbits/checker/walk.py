@@ -9,11 +9,12 @@ Soundness rules kept here:
   such chains over interleaved K chunks (LoopSummary.kgroups, kept only where no relabelling of
   the groups changes the signature: api.settle_kgroups). The exemption trusts, as the paper's
   does, that the loop walks every K tile in order and that each accumulator register holds the
-  element its store writes: it does not read the operands' addresses, and the fold names no
-  element (tests/test_checker_kgroup.py holds the every-other-tile case as a strict xfail). What the
-  loop multiplies joins the fold as an operand key (mma_operands.py: base pointers, arithmetic
-  between the loads and the MMA, staged values in staging order), so another operand is told
-  apart where configs of one source agree; tests/test_checker_mma_operands.py holds the rest);
+  element its store writes: it reads the operands' addresses only as far as mma_operands.py keys
+  them, and the fold names no element (tests/test_checker_kgroup.py holds the every-other-tile
+  case as a strict xfail). What the loop multiplies joins the fold as an operand key
+  (mma_operands.py: base pointers, where each pointer's tiles start, arithmetic between the loads
+  and the MMA, staged values in staging order), so another operand is told apart where configs of
+  one source agree; tests/test_checker_mma_operands.py holds the rest);
 * a branch merge becomes a select on the path condition;
 * control flow the walk does not understand raises ``Unsupported`` and the kernel's signature
   falls back to its normalised text (never merges two kernels that differ).
@@ -930,15 +931,16 @@ class LoopSummary:
     def _operand_key(self, r: str) -> str:
         """What register ``r``'s MMA chain multiplies, as configs of one source agree on it
         (mma_operands.py); memoised per operand sequence (the registers of one MMA share it)."""
-        from fixbits.checker.mma_operands import operand_key, staged_order
+        from fixbits.checker.mma_operands import operand_key, origins, staged_order
 
         ops = self._chain_ops()[r]
         got = self._okeys.get(ops)
         if got is None:
             if self._staged_order is None:
                 self._staged_order = staged_order(self.staged, self._amemo)
+            flat = [x for ab in ops for x in ab]
             got = self._okeys[ops] = operand_key(
-                [x for ab in ops for x in ab], self._staged_order, self._amemo
+                flat, self._staged_order, origins([*flat, *self.staged]), self._amemo
             )
         return got
 
