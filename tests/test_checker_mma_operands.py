@@ -1,6 +1,7 @@
 """The operand key of the K-loop exemption (mma_operands.py): Triton's sm_90 PTX, compiled here.
 Configs of one GEMM source still meet; a loop that multiplies other operands (a scaled tile, a
-tile of another pointer, the operands' pointers swapped, a tile read 8 columns on) stays apart.
+tile of another pointer, the operands' pointers swapped, a tile read 8 columns on) or walks K
+otherwise (every other tile, half of K) stays apart.
 Operands loaded in one order but multiplied the other way round, and a tile whose rows are permuted
 before the store are the exemption's documented gaps (strict xfails): the key does not tie an
 operand to the loads that staged it, and the fold names no element."""
@@ -34,6 +35,7 @@ def _gemm_variant(
     # VAR 0: C = A @ B; 1: C = A @ (2 B); 2: C = B @ A (square); 3: B read 8 columns on; 4: C = A @ D;
     # 5: the tiles of A and B loaded as in 0, multiplied B-tile @ A-tile (square tiles);
     # 6: C = A @ B with the tile's rows interleaved before the store (row 2i <- i, 2i + 1 <- BLOCK_M / 2 + i)
+    # 7: every other K tile only (which tiles depends on BLOCK_K); 8: the first half of K only
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -47,8 +49,10 @@ def _gemm_variant(
         b_ptr = A + offs_k[:, None] * N + offs_n[None, :]
     if VAR == 4:
         b_ptr = D + offs_k[:, None] * N + offs_n[None, :]
+    step = 2 * BLOCK_K if VAR == 7 else BLOCK_K
+    stop = K // 2 if VAR == 8 else K
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for _ in range(0, K, BLOCK_K):
+    for _ in range(0, stop, step):
         a = tl.load(a_ptr)
         b = tl.load(b_ptr)
         if VAR == 1:
@@ -57,8 +61,8 @@ def _gemm_variant(
             acc = tl.dot(b, a, acc)
         else:
             acc = tl.dot(a, b, acc)
-        a_ptr += BLOCK_K
-        b_ptr += BLOCK_K * N
+        a_ptr += step
+        b_ptr += step * N
     if VAR == 6:
         acc = tl.reshape(
             tl.permute(tl.reshape(acc, (2, BLOCK_M // 2, BLOCK_N)), (1, 0, 2)), (BLOCK_M, BLOCK_N)
@@ -70,7 +74,7 @@ def _gemm_variant(
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, int, int, int, int], str]:
     """PTX per (VAR, BLOCK_M, BLOCK_K, num_warps, num_stages)."""
     plan = [(0, 64, 32, 4, 2), (0, 64, 64, 4, 3), (5, 64, 64, 4, 3)]
-    plan += [(v, 64, 32, 4, 3) for v in (0, 1, 2, 3, 4, 6)]
+    plan += [(v, 64, 32, 4, 3) for v in (0, 1, 2, 3, 4, 6, 7, 8)] + [(7, 64, 64, 4, 3)]
     plan += [(v, *c) for v in (0, 3) for c in [(64, 32, 4, 1), (128, 32, 8, 3)]]
     args = (FakePtr(tl.float16), FakePtr(tl.float16), FakePtr(tl.float32), FakePtr(tl.float16), 512, 512, 512)
     cache = str(tmp_path_factory.mktemp("triton-cache"))
@@ -92,7 +96,16 @@ def test_configs_of_one_source_meet(compiled: dict, var: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "var", [1, 2, 3, 4], ids=["scaled-operand", "swapped-pointers", "shifted-tile", "other-pointer"]
+    "var",
+    [1, 2, 3, 4, 7, 8],
+    ids=[
+        "scaled-operand",
+        "swapped-pointers",
+        "shifted-tile",
+        "other-pointer",
+        "every-other-tile",
+        "half-of-k",
+    ],
 )
 def test_other_operands_stay_apart(compiled: dict, var: int) -> None:
     from fixbits.checker.api import compare
@@ -101,6 +114,11 @@ def test_other_operands_stay_apart(compiled: dict, var: int) -> None:
     verdict = compare(base, other)
     assert not verdict.equal
     assert base.digest != other.digest
+
+
+def test_a_loop_that_skips_tiles_keeps_its_chunk(compiled: dict) -> None:
+    """Every other K tile at BLOCK_K 32 and 64 sums different elements: not one class."""
+    assert modelled(compiled[(7, 64, 32, 4, 3)]).digest != modelled(compiled[(7, 64, 64, 4, 3)]).digest
 
 
 def test_the_difference_is_named(compiled: dict) -> None:
@@ -165,21 +183,43 @@ def _load(terms: dict[tuple[str, ...], int]) -> Any:
 @pytest.mark.parametrize(
     ("loads", "want"),
     [
-        # thread bits, blocks, iterations and opaque tokens drop out; the least start is kept
+        # thread bits, blocks and opaque tokens drop out; the least start is kept; the move per MMA
+        # is the iteration term over the MMAs an iteration chains (2 here)
         (
-            [{("p:1",): 1, (): 16, ("tx0",): 32}, {("p:1",): 1, (): 16, ("p:5",): 32, ("IT1",): 64}],
-            ("p:1@16",),
+            [{("p:1",): 1, (): 16, ("tx0",): 32}, {("p:1",): 1, (): 16, ("p:5",): 32, ("IT1", "p:5"): 64}],
+            ("p:1@16+32*p:5",),
         ),
         # a prefetched iteration starts further on: the prologue's start is the least
-        ([{("p:0",): 1, (): 64, ("IT1",): 64}, {("p:0",): 1}], ("p:0@0",)),
+        ([{("p:0",): 1, (): 64, ("IT1",): 64}, {("p:0",): 1}], ("p:0@0+32",)),
         # no single least start (a negative stride term): every minimal one is kept
-        ([{("p:0",): 1, ("p:5",): -2, (): 8}, {("p:0",): 1, (): 4}], ("p:0@4|8 + -2*p:5",)),
-        # two pointers, each its own start
-        ([{("p:0",): 1}, {("p:1",): 1, ("p:5",): 16}], ("p:0@0", "p:1@16*p:5")),
+        ([{("p:0",): 1, ("p:5",): -2, (): 8}, {("p:0",): 1, (): 4}], ("p:0@4|8 + -2*p:5+",)),
+        # two pointers, each its own start; another loop's iteration symbol is not this loop's move
+        ([{("p:0",): 1, ("IT2",): 8}, {("p:1",): 1, ("p:5",): 16}], ("p:0@0+", "p:1@16*p:5+")),
     ],
     ids=["shifted", "prefetched", "no-least", "two-pointers"],
 )
-def test_origins(loads: list[dict], want: tuple[str, ...]) -> None:
-    from fixbits.checker.mma_operands import origins
+def test_addresses(loads: list[dict], want: tuple[str, ...]) -> None:
+    from fixbits.checker.mma_operands import addresses
 
-    assert origins([_load(t) for t in loads]) == want
+    assert addresses([_load(t) for t in loads], "IT1", 2) == want
+
+
+@pytest.mark.parametrize(
+    ("x", "per_iteration", "want"),
+    [
+        # K index steps 32 (the constant 33 holds the step too): the bound is K (p:5)
+        ({(): 33, ("IT1",): 32, ("p:5",): -1}, 32, "('le', 's'):-1*p:5"),
+        # a loop that steps two chunks for one chunk of MMAs: the chunk joins the key
+        ({(): 65, ("IT1",): 64, ("p:5",): -1}, 32, "('le', 's'):-1*p:5 step 2 of chunk 32"),
+        # a bound computed with an opaque token (cdiv(K, BLOCK_K), K // 2): not read
+        ({(): 2, ("IT1",): 1, ("Ti:ab",): -1}, 32, "opaque"),
+    ],
+    ids=["k-index", "skips-tiles", "opaque-bound"],
+)
+def test_bound(x: dict, per_iteration: int, want: str) -> None:
+    from fixbits.checker.forms import Poly
+    from fixbits.checker.mma_operands import bound
+    from fixbits.checker.node import Node, int_node
+
+    cond = Node("cmp", ("le", "s"), (int_node(Poly(x)), int_node(Poly.const(0))))
+    assert bound(cond, "IT1", per_iteration) == want

@@ -128,9 +128,10 @@ def trusted(s: KernelSignature) -> list[str]:
                 "tensor-core K loops are read under the paper's exemption: their K tiles are taken "
                 "to be walked in order and to be the tiles each output element needs, and each "
                 "accumulator register to hold the element its store writes (the operands' base "
-                "pointers, where their tiles start, the arithmetic before the MMA and the staged "
-                "values are checked; which staged tile feeds which MMA operand, the tiles' order "
-                "and which register holds which element are not)"
+                "pointers, where their tiles start and how far they move per MMA, a loop bound "
+                "read from the parameters, the arithmetic before the MMA and the staged values "
+                "are checked; which staged tile feeds which MMA operand, the tiles' order and "
+                "which register holds which element are not)"
             ]
         stack.extend(n.kids)
     return []

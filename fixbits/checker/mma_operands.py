@@ -6,8 +6,9 @@ kernels whose loops multiply different things sign alike: ``tl.dot(x * 2, y)`` a
 or a B tile read from another pointer. The operand key added here holds what every
 config of one source shares and a different source need not: the arithmetic between the global
 loads and the MMA (scalings, conversions), which pointer parameters the loads start from, and the
-values the loop's shared-memory staging holds, abstracted the same way, and where each pointer's
-tiles start (``origins``). Other address terms, vector widths, staging depth and layout, how a tile
+values the loop's shared-memory staging holds, abstracted the same way, where each pointer's
+tiles start and how far they move per MMA (``addresses``), and what the loop's exit test compares
+with (``bound``). Other address terms, vector widths, staging depth and layout, how a tile
 is staged (copy engine or load and store) and what a masked load fills in are left out: they are
 what the configs differ in. So the key is a necessary condition only: the exemption still trusts that the loop walks the K tiles
 in order and that they are the tiles the output element needs (walk.py's module docstring). The
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from fractions import Fraction
 
 from fixbits.checker.forms import Poly
 from fixbits.checker.node import Node
@@ -78,13 +80,25 @@ def _below(a: Poly, b: Poly) -> bool:
     return all(a.terms.get(m, 0) <= b.terms.get(m, 0) for m in a.terms.keys() | b.terms.keys())
 
 
-def origins(nodes: Iterable[Node]) -> tuple[str, ...]:
-    """Per base pointer, the least of its global loads' addresses at thread, block and iteration
-    zero: where the tiles read from that pointer start. Triton's layouts are linear, so thread 0's
-    first register holds a tile's element (0, 0) in every config, and the other registers, threads,
-    blocks and prefetched iterations only add non-negative terms; a B tile read 8 columns on starts
-    16 bytes on. Where no single least address exists, every minimal one is kept."""
+def _advance(p: Poly, it: str, steps: int) -> str | None:
+    """How far an address moves per MMA of the chain: its terms in the loop's iteration symbol
+    ``it`` (degree one), divided by the MMAs one iteration chains (``steps``)."""
+    d = {tuple(x for x in m if x != it): Fraction(c, steps) for m, c in p.terms.items() if m.count(it) == 1}
+    return " + ".join(f"{c}*{'*'.join(m)}" if m else f"{c}" for m, c in sorted(d.items())) if d else None
+
+
+def addresses(nodes: Iterable[Node], it: str, steps: int) -> tuple[str, ...]:
+    """Per base pointer, where the tiles read from it start and how far they move per K step.
+
+    The start is the least of its global loads' addresses at thread, block and iteration zero.
+    Triton's layouts are linear, so thread 0's first register holds a tile's element (0, 0) in
+    every config, and the other registers, threads, blocks and prefetched iterations only add
+    non-negative terms; a B tile read 8 columns on starts 16 bytes on. Where no single least
+    address exists, every minimal one is kept. The move is the address's step per iteration of
+    loop ``it`` over the ``steps`` MMAs an iteration chains: BLOCK_K cancels (a wider tile moves
+    further and chains more MMAs), so a loop that skips every other tile moves twice as far."""
     per: dict[tuple[str, ...], dict[Poly, None]] = {}
+    moves: dict[tuple[str, ...], set[str]] = {}
     seen: set[bytes] = set()
     todo = list(nodes)
     while todo:
@@ -96,12 +110,38 @@ def origins(nodes: Iterable[Node]) -> tuple[str, ...]:
             for k in n.kids:
                 if k.poly is not None and (bases := _base_pointers(k.poly)):
                     per.setdefault(bases, {})[_param_part(k.poly, bases)] = None
+                    if (a := _advance(k.poly, it, steps)) is not None:
+                        moves.setdefault(bases, set()).add(a)
         todo.extend(n.kids)
     out = []
     for bases, offs in per.items():
         least = sorted(str(a) for a in offs if not any(b != a and _below(b, a) for b in offs))
-        out.append(",".join(bases) + "@" + "|".join(least))
+        move = "|".join(sorted(moves.get(bases, ())))
+        out.append(",".join(bases) + "@" + "|".join(least) + "+" + move)
     return tuple(sorted(out))
+
+
+def bound(cond: Node, it: str, per_iteration: int | None) -> str:
+    """What the loop's exit test compares the K index with, as far as configs agree on it: the
+    terms of ``cmp(x, y)``'s ``x - y`` over parameters only, less its constant (which holds the
+    step) and its terms in ``it``; ``opaque`` where a term holds any other symbol (a bound
+    computed with BLOCK_K, such as ``cdiv(K, BLOCK_K)``, is one).
+
+    Where the bound is read, the test's step per iteration is in K elements; a step other than
+    the ``per_iteration`` K elements the chain's MMAs take (a loop that skips tiles, split-K's
+    stride over SPLIT_K tiles) makes which elements a K chunk holds depend on the chunk, so the
+    chunk joins the key (as a k-group's does)."""
+    if cond.kind != "cmp" or len(cond.kids) != 2 or any(k.poly is None for k in cond.kids):
+        return "opaque"
+    x = cond.kids[0].poly - cond.kids[1].poly  # type: ignore[operator]
+    rest = {m: c for m, c in x.terms.items() if m and it not in m}
+    if not all(y.startswith("p:") for m in rest for y in m):
+        return "opaque"
+    out = f"{cond.attrs}:" + str(Poly._of(rest))
+    step = abs(x.terms.get((it,), 0))
+    if per_iteration and step and step != per_iteration:
+        out += f" step {Fraction(step, per_iteration)} of chunk {per_iteration}"
+    return out
 
 
 def staged_order(staged: Iterable[Node], memo: dict[bytes, Node]) -> tuple[bytes, ...]:
@@ -113,15 +153,16 @@ def staged_order(staged: Iterable[Node], memo: dict[bytes, Node]) -> tuple[bytes
 
 
 def operand_key(
-    operands: Iterable[Node], staged: tuple[bytes, ...], origins_key: tuple[str, ...], memo: dict[bytes, Node]
+    operands: Iterable[Node], staged: tuple[bytes, ...], walks: tuple[str, ...], memo: dict[bytes, Node]
 ) -> str:
     """A digest of the set of abstracted MMA operands, of the staged values (staged_order) and of
-    where their tiles start (origins); ``memo``: abstractions kept between the chains of one loop."""
+    how the loop walks K (``walks``: addresses and bound); ``memo``: abstractions kept between the
+    chains of one loop."""
     h = hashlib.blake2b(digest_size=8)
     for d in sorted({_abstract(n, memo).digest for n in operands}):
         h.update(d)
     for d in staged:
         h.update(b"staged:" + d)
-    for o in origins_key:
-        h.update(b"origin:" + o.encode())
+    for w in walks:
+        h.update(b"walk:" + w.encode())
     return h.hexdigest()

@@ -10,11 +10,10 @@ Soundness rules kept here:
   the groups changes the signature: api.settle_kgroups). The exemption trusts, as the paper's
   does, that the loop walks every K tile in order and that each accumulator register holds the
   element its store writes: it reads the operands' addresses only as far as mma_operands.py keys
-  them, and the fold names no element (tests/test_checker_kgroup.py holds the every-other-tile
-  case as a strict xfail). What the loop multiplies joins the fold as an operand key
-  (mma_operands.py: base pointers, where each pointer's tiles start, arithmetic between the loads
-  and the MMA, staged values in staging order), so another operand is told apart where configs of
-  one source agree; tests/test_checker_mma_operands.py holds the rest);
+  them, and the fold names no element. What the loop multiplies joins the fold as an operand key
+  (mma_operands.py: base pointers, where each pointer's tiles start and how far they move per
+  MMA, the loop's bound, arithmetic between the loads and the MMA, staged values in staging
+  order), so another operand is told apart where configs of one source agree; tests/test_checker_mma_operands.py holds the gaps left as strict xfails);
 * a branch merge becomes a select on the path condition;
 * control flow the walk does not understand raises ``Unsupported`` and the kernel's signature
   falls back to its normalised text (never merges two kernels that differ).
@@ -928,10 +927,11 @@ class LoopSummary:
     def full_key(self) -> Node:
         return self._full()[0]
 
-    def _operand_key(self, r: str) -> str:
-        """What register ``r``'s MMA chain multiplies, as configs of one source agree on it
-        (mma_operands.py); memoised per operand sequence (the registers of one MMA share it)."""
-        from fixbits.checker.mma_operands import operand_key, origins, staged_order
+    def _operand_key(self, r: str, chain: tuple) -> str:
+        """What register ``r``'s MMA chain (of instruction ``chain``) multiplies and how its loop
+        walks K, as configs of one source agree on it (mma_operands.py); memoised per operand
+        sequence (the registers of one MMA share it)."""
+        from fixbits.checker.mma_operands import addresses, bound, operand_key, staged_order
 
         ops = self._chain_ops()[r]
         got = self._okeys.get(ops)
@@ -939,9 +939,11 @@ class LoopSummary:
             if self._staged_order is None:
                 self._staged_order = staged_order(self.staged, self._amemo)
             flat = [x for ab in ops for x in ab]
-            got = self._okeys[ops] = operand_key(
-                flat, self._staged_order, origins([*flat, *self.staged]), self._amemo
-            )
+            it = f"IT{self.depth}"
+            k = chain[1] if len(chain) > 1 and isinstance(chain[1], str) else ""
+            per_iteration = len(ops) * int(k[1:]) if k[:1] == "k" and k[1:].isdigit() else None
+            walks = (*addresses([*flat, *self.staged], it, len(ops)), bound(self.cond, it, per_iteration))
+            got = self._okeys[ops] = operand_key(flat, self._staged_order, walks, self._amemo)
         return got
 
     def key_for(self, starts: list[Node], first: str | None = None, order: list[str] | None = None) -> Node:
@@ -966,7 +968,7 @@ class LoopSummary:
         upd = self.upd[r]
         chain = _mma_chain(upd, r)
         if chain is not None and self.single_accumulator():
-            return Node("mmafold", (chain, self._operand_key(r)), (self.init.get(r, UNDEF),))
+            return Node("mmafold", (chain, self._operand_key(r, chain)), (self.init.get(r, UNDEF),))
         kg = self.kgroups().get(r) if chain is not None and self.kgroup_label is not None else None
         if kg is not None:
             g, n, rank = kg
@@ -975,7 +977,7 @@ class LoopSummary:
             # the label is a child, not an attribute: it is what relabelling changes
             return Node(
                 "mmafold",
-                (chain, "kgroup", g, n, self._operand_key(r)),
+                (chain, "kgroup", g, n, self._operand_key(r, chain)),
                 (self.init.get(r, UNDEF), int_node(Poly.const(label))),
             )
         order = self.closure([upd], first=r)
