@@ -129,9 +129,9 @@ def trusted(s: KernelSignature) -> list[str]:
                 "to be walked in order and to be the tiles each output element needs, and each "
                 "accumulator register to hold the element its store writes (the operands' base "
                 "pointers, where their tiles start and how far they move per MMA, a loop bound "
-                "read from the parameters, the arithmetic before the MMA and the staged values "
-                "are checked; which staged tile feeds which MMA operand, the tiles' order and "
-                "which register holds which element are not)"
+                "read from the parameters, the arithmetic before the MMA, the staged values and, "
+                "through wgmma descriptors, which staged tile feeds which operand are checked; "
+                "which register holds which element is not)"
             ]
         stack.extend(n.kids)
     return []

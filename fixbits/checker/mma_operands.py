@@ -3,18 +3,20 @@
 The K-loop exemption (walk.LoopSummary.out) summarises an accumulator fed by a chain of identical
 MMAs as ``mmafold``: the chain's instruction and the seed, not the operands. Left at that, two
 kernels whose loops multiply different things sign alike: ``tl.dot(x * 2, y)`` and ``tl.dot(x, y)``,
-or a B tile read from another pointer. The operand key added here holds what every
-config of one source shares and a different source need not: the arithmetic between the global
-loads and the MMA (scalings, conversions), which pointer parameters the loads start from, and the
-values the loop's shared-memory staging holds, abstracted the same way, where each pointer's
-tiles start and how far they move per MMA (``addresses``), and what the loop's exit test compares
-with (``bound``). Other address terms, vector widths, staging depth and layout, how a tile
-is staged (copy engine or load and store) and what a masked load fills in are left out: they are
-what the configs differ in. So the key is a necessary condition only: the exemption still trusts that the loop walks the K tiles
-in order and that they are the tiles the output element needs (walk.py's module docstring). The
-staged values are keyed in the order the kernel first stages them (Triton stages a dot's operands
-in the order its source loads them), which is what tells ``A @ B`` from ``B @ A``; a source that
-loads A first and multiplies ``B @ A`` is not told apart by it.
+a B tile read from another pointer or 8 columns on, a loop over every other K tile. The operand
+key added here holds what every config of one source shares and a different source need not:
+- the arithmetic between the global loads and the MMA (scalings, conversions) and which pointer
+  parameters the loads start from;
+- the values the loop's shared-memory staging holds, abstracted the same way, in the order the
+  kernel first stages them (Triton stages a dot's operands in source load order: ``A @ B`` against
+  ``B @ A``), and which staged tile each wgmma operand reads (``swapped``);
+- where each pointer's tiles start and how far they move per MMA (``addresses``), and what the
+  loop's exit test compares the K index with (``bound``).
+Other address terms, vector widths, staging depth and layout, how a tile is staged (copy engine
+or load and store) and what a masked load fills in are left out: they are what the configs differ
+in. So the key is a necessary condition only: the exemption still trusts that each accumulator
+register holds the element its store writes, and a loop whose bound is computed with BLOCK_K is
+taken to walk all of K (walk.py's module docstring).
 """
 
 from __future__ import annotations
@@ -152,12 +154,66 @@ def staged_order(staged: Iterable[Node], memo: dict[bytes, Node]) -> tuple[bytes
     return tuple(order)
 
 
+def _tile_at(op: Node, dtoks: dict[str, Node]) -> int | None:
+    """The shared-memory offset (the address's constant) of the tile a wgmma descriptor operand
+    points at: the descriptor is a ``D:`` token for ``bfe`` or ``shr`` of that address, or for an
+    ``and`` mask of such a token plus a warp-group offset (the k steps of one tile and the warp groups'
+    parts add to the descriptor, not to the address), where the walk recorded it."""
+    if op.kind != "smemref" or not op.kids:
+        return None
+    p = op.kids[0].poly
+    for _ in range(4):
+        toks = [x for x in p.symbols() if x.startswith("D:")] if p is not None else []
+        t = dtoks.get(toks[0]) if len(toks) == 1 else None
+        if t is None or t.kind != "dtok" or not t.kids or t.kids[0].poly is None:
+            return None
+        if str(t.attrs[0]).startswith(("bfe", "shr")):
+            return t.kids[0].poly.terms.get((), 0)
+        if not str(t.attrs[0]).startswith("and"):
+            return None
+        p = t.kids[0].poly
+    return None
+
+
+def swapped(
+    ops: Iterable[tuple[Node, Node]],
+    staged: tuple[Node, ...],
+    staged_at: tuple[Node, ...],
+    dtoks: dict[str, Node],
+    memo: dict[bytes, Node],
+) -> tuple[tuple[int, int], ...]:
+    """The MMAs whose A tile was staged after their B tile, as (A's, B's) positions in staging
+    order: each descriptor's tile is the staged value every store at its offset holds (the
+    stores' other terms are threads and the stage). Only a proven swap is kept, so a loop whose
+    descriptors are not read (register operands, ``ldmatrix``) keys as one multiplied in staging
+    order; ``A @ B`` keeps its digest and the tiles of A and B loaded in that order and multiplied
+    ``B @ A`` part from it."""
+    pos = {d: i for i, d in enumerate(staged_order(staged, memo))}
+    at: dict[int, set[int]] = {}
+    for a, v in zip(staged_at, staged, strict=False):
+        if a.poly is not None:
+            at.setdefault(a.poly.terms.get((), 0), set()).add(pos[_abstract(v, memo).digest])
+    out: set[tuple[int, int]] = set()
+    for x, y in ops:
+        cx, cy = _tile_at(x, dtoks), _tile_at(y, dtoks)
+        ix = at.get(cx, set()) if cx is not None else set()
+        iy = at.get(cy, set()) if cy is not None else set()
+        if len(ix) == 1 and len(iy) == 1 and min(ix) > min(iy):
+            out.add((min(ix), min(iy)))
+    return tuple(sorted(out))
+
+
 def operand_key(
-    operands: Iterable[Node], staged: tuple[bytes, ...], walks: tuple[str, ...], memo: dict[bytes, Node]
+    operands: Iterable[Node],
+    staged: tuple[bytes, ...],
+    walks: tuple[str, ...],
+    memo: dict[bytes, Node],
+    swaps: tuple[tuple[int, int], ...] = (),
 ) -> str:
     """A digest of the set of abstracted MMA operands, of the staged values (staged_order) and of
-    how the loop walks K (``walks``: addresses and bound); ``memo``: abstractions kept between the
-    chains of one loop."""
+    how the loop walks K (``walks``: addresses and bound) and of the operands multiplied against
+    staging order (``swaps``, from ``swapped``); ``memo``: abstractions kept between the chains of
+    one loop."""
     h = hashlib.blake2b(digest_size=8)
     for d in sorted({_abstract(n, memo).digest for n in operands}):
         h.update(d)
@@ -165,4 +221,6 @@ def operand_key(
         h.update(b"staged:" + d)
     for w in walks:
         h.update(b"walk:" + w.encode())
+    for i, j in swaps:
+        h.update(f"swap:{i},{j}".encode())
     return h.hexdigest()

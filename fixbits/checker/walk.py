@@ -13,7 +13,8 @@ Soundness rules kept here:
   them, and the fold names no element. What the loop multiplies joins the fold as an operand key
   (mma_operands.py: base pointers, where each pointer's tiles start and how far they move per
   MMA, the loop's bound, arithmetic between the loads and the MMA, staged values in staging
-  order), so another operand is told apart where configs of one source agree; tests/test_checker_mma_operands.py holds the gaps left as strict xfails);
+  order, which staged tile each wgmma operand reads), so another operand is told apart where
+  configs of one source agree; tests/test_checker_mma_operands.py holds the gaps left as strict xfails);
 * a branch merge becomes a select on the path condition;
 * control flow the walk does not understand raises ``Unsupported`` and the kernel's signature
   falls back to its normalised text (never merges two kernels that differ).
@@ -410,7 +411,7 @@ class Walk:
             raise Unsupported("loop without an exit condition")
         summ = LoopSummary(
             self.depth + 1, pre_env, end2, cond, set(written) - set(ivs), self.kgroup_label,
-            tuple(e.value for e in body_smem),
+            tuple(e.value for e in body_smem), tuple(e.addr for e in body_smem), getattr(self, "dtoks", None),
         )  # fmt: skip
         self.env = dict(pre_env)
         for r in written:
@@ -720,11 +721,16 @@ class LoopSummary:
         carried: set[str],
         kgroup_label: tuple[int, ...] | None = None,
         staged: tuple[Node, ...] = (),
+        staged_at: tuple[Node, ...] = (),
+        dtoks: dict[str, Node] | None = None,
     ):
         self.depth = depth
-        # the values shared memory holds at the loop (its staging): part of an mmafold's operand
-        # key (mma_operands.py)
+        # the values shared memory holds at the loop (its staging) and where each was stored:
+        # part of an mmafold's operand key (mma_operands.py), with what the walk's D: tokens
+        # stand for (a wgmma descriptor is one, over its tile's shared address)
         self.staged = staged
+        self.staged_at = staged_at
+        self.dtoks = dtoks or {}
         self.init = init
         self.upd = upd
         self.cond = cond
@@ -931,7 +937,7 @@ class LoopSummary:
         """What register ``r``'s MMA chain (of instruction ``chain``) multiplies and how its loop
         walks K, as configs of one source agree on it (mma_operands.py); memoised per operand
         sequence (the registers of one MMA share it)."""
-        from fixbits.checker.mma_operands import addresses, bound, operand_key, staged_order
+        from fixbits.checker.mma_operands import addresses, bound, operand_key, staged_order, swapped
 
         ops = self._chain_ops()[r]
         got = self._okeys.get(ops)
@@ -943,7 +949,8 @@ class LoopSummary:
             k = chain[1] if len(chain) > 1 and isinstance(chain[1], str) else ""
             per_iteration = len(ops) * int(k[1:]) if k[:1] == "k" and k[1:].isdigit() else None
             walks = (*addresses([*flat, *self.staged], it, len(ops)), bound(self.cond, it, per_iteration))
-            got = self._okeys[ops] = operand_key(flat, self._staged_order, walks, self._amemo)
+            swaps = swapped(ops, self.staged, self.staged_at, self.dtoks, self._amemo)
+            got = self._okeys[ops] = operand_key(flat, self._staged_order, walks, self._amemo, swaps)
         return got
 
     def key_for(self, starts: list[Node], first: str | None = None, order: list[str] | None = None) -> Node:
