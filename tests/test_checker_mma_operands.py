@@ -34,14 +34,15 @@ def _gemm_variant(
     # VAR 0: C = A @ B; 1: C = A @ (2 B); 2: C = B @ A (square); 3: B read 8 columns on; 4: C = A @ D;
     # 5: the tiles of A and B loaded as in 0, multiplied B-tile @ A-tile (square tiles);
     # 6: C = A @ B with the tile's rows interleaved before the store (row 2i <- i, 2i + 1 <- BLOCK_M / 2 + i)
-    # 7: every other K tile only (which tiles depends on BLOCK_K); 8: the first half of K only
+    # 7: every other K tile only (which tiles depends on BLOCK_K); 8: the first half of K only;
+    # 9: A read 8 along K
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     shift = 8 if VAR == 3 else 0
-    a_ptr = A + offs_m[:, None] * K + offs_k[None, :]
+    a_ptr = A + offs_m[:, None] * K + (offs_k + (8 if VAR == 9 else 0))[None, :]
     b_ptr = B + offs_k[:, None] * N + (offs_n + shift)[None, :]
     if VAR == 2:
         a_ptr = B + offs_m[:, None] * K + offs_k[None, :]
@@ -73,7 +74,7 @@ def _gemm_variant(
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, int, int, int, int], str]:
     """PTX per (VAR, BLOCK_M, BLOCK_K, num_warps, num_stages)."""
     plan = [(0, 64, 32, 4, 2), (0, 64, 64, 4, 3), (5, 64, 64, 4, 3), (5, 64, 64, 8, 2)]
-    plan += [(v, 64, 32, 4, 3) for v in (0, 1, 2, 3, 4, 6, 7, 8)] + [(7, 64, 64, 4, 3)]
+    plan += [(v, 64, 32, 4, 3) for v in (0, 1, 2, 3, 4, 6, 7, 8, 9)] + [(7, 64, 64, 4, 3)]
     plan += [(v, *c) for v in (0, 3) for c in [(64, 32, 4, 1), (128, 32, 8, 3)]]
     args = (FakePtr(tl.float16), FakePtr(tl.float16), FakePtr(tl.float32), FakePtr(tl.float16), 512, 512, 512)
     cache = str(tmp_path_factory.mktemp("triton-cache"))
@@ -96,12 +97,13 @@ def test_configs_of_one_source_meet(compiled: dict, var: int) -> None:
 
 @pytest.mark.parametrize(
     "var",
-    [1, 2, 3, 4, 7, 8],
+    [1, 2, 3, 4, 9, 7, 8],
     ids=[
         "scaled-operand",
         "swapped-pointers",
         "shifted-tile",
         "other-pointer",
+        "a-read-8-along-k",
         "every-other-tile",
         "half-of-k",
     ],
