@@ -205,21 +205,21 @@ def test_addresses(loads: list[dict], want: tuple[str, ...]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("x", "per_iteration", "want"),
+    ("x", "steps", "want"),
     [
         # K index steps 32 (the constant 33 holds the step too): the bound is K (p:5)
-        ({(): 33, ("IT1",): 32, ("p:5",): -1}, 32, "('le', 's'):-1*p:5"),
+        ({(): 33, ("IT1",): 32, ("p:5",): -1}, 2, "('le', 's'):-1*p:5"),
         # a loop that steps two chunks for one chunk of MMAs: the chunk joins the key
-        ({(): 65, ("IT1",): 64, ("p:5",): -1}, 32, "('le', 's'):-1*p:5 step 2 of chunk 32"),
+        ({(): 65, ("IT1",): 64, ("p:5",): -1}, 2, "('le', 's'):-1*p:5 step 2 of chunk 32"),
         # a bound computed with an opaque token (cdiv(K, BLOCK_K), K // 2): not read
-        ({(): 2, ("IT1",): 1, ("Ti:ab",): -1}, 32, "opaque"),
+        ({(): 2, ("IT1",): 1, ("Ti:ab",): -1}, 2, "opaque"),
     ],
     ids=["k-index", "skips-tiles", "opaque-bound"],
 )
-def test_bound(x: dict, per_iteration: int, want: str) -> None:
+def test_bound(x: dict, steps: int, want: str) -> None:
     from fixbits.checker.forms import Poly
     from fixbits.checker.mma_operands import bound
     from fixbits.checker.node import Node, int_node
 
     cond = Node("cmp", ("le", "s"), (int_node(Poly(x)), int_node(Poly.const(0))))
-    assert bound(cond, "IT1", per_iteration) == want
+    assert bound(cond, "IT1", ("wgmma", "k16"), steps) == want

@@ -123,16 +123,19 @@ def addresses(nodes: Iterable[Node], it: str, steps: int) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
-def bound(cond: Node, it: str, per_iteration: int | None) -> str:
+def bound(cond: Node, it: str, chain: tuple, steps: int) -> str:
     """What the loop's exit test compares the K index with, as far as configs agree on it: the
     terms of ``cmp(x, y)``'s ``x - y`` over parameters only, less its constant (which holds the
     step) and its terms in ``it``; ``opaque`` where a term holds any other symbol (a bound
     computed with BLOCK_K, such as ``cdiv(K, BLOCK_K)``, is one).
 
     Where the bound is read, the test's step per iteration is in K elements; a step other than
-    the ``per_iteration`` K elements the chain's MMAs take (a loop that skips tiles, split-K's
-    stride over SPLIT_K tiles) makes which elements a K chunk holds depend on the chunk, so the
-    chunk joins the key (as a k-group's does)."""
+    the K elements the ``steps`` MMAs of ``chain`` (walk._mma_chain: its instruction's K is
+    ``chain[1]``, ``"k16"``) take in one iteration (a loop that skips tiles, split-K's stride over
+    SPLIT_K tiles) makes which elements a K chunk holds depend on the chunk, so the chunk joins
+    the key (as a k-group's does)."""
+    k = chain[1] if len(chain) > 1 and isinstance(chain[1], str) else ""
+    per_iteration = steps * int(k[1:]) if k[:1] == "k" and k[1:].isdigit() else None
     if cond.kind != "cmp" or len(cond.kids) != 2 or any(k.poly is None for k in cond.kids):
         return "opaque"
     x = cond.kids[0].poly - cond.kids[1].poly  # type: ignore[operator]
@@ -157,8 +160,8 @@ def staged_order(staged: Iterable[Node], memo: dict[bytes, Node]) -> tuple[bytes
 def _tile_at(op: Node, dtoks: dict[str, Node]) -> int | None:
     """The shared-memory offset (the address's constant) of the tile a wgmma descriptor operand
     points at: the descriptor is a ``D:`` token for ``bfe`` or ``shr`` of that address, or for an
-    ``and`` mask of such a token plus a warp-group offset (the k steps of one tile and the warp groups'
-    parts add to the descriptor, not to the address), where the walk recorded it."""
+    ``and`` mask of such a token plus a warp group's offset (a tile's k steps and the warp
+    groups' parts add to the descriptor, not to the address), where the walk recorded it."""
     if op.kind != "smemref" or not op.kids:
         return None
     p = op.kids[0].poly

@@ -14,7 +14,8 @@ Soundness rules kept here:
   (mma_operands.py: base pointers, where each pointer's tiles start and how far they move per
   MMA, the loop's bound, arithmetic between the loads and the MMA, staged values in staging
   order, which staged tile each wgmma operand reads), so another operand is told apart where
-  configs of one source agree; tests/test_checker_mma_operands.py holds the gaps left as strict xfails);
+  configs of one source agree; tests/test_checker_mma_operands.py holds the gaps left as strict
+  xfails);
 * a branch merge becomes a select on the path condition;
 * control flow the walk does not understand raises ``Unsupported`` and the kernel's signature
   falls back to its normalised text (never merges two kernels that differ).
@@ -198,6 +199,9 @@ class Walk:
         # a block barrier inside a loop (which may run no iteration): from then on a read does
         # not say how many barriers precede it (thread_roots.read_at then hides no store)
         self.loop_bar = False
+        # what each D: token of float bits or of integer arithmetic on them stands for
+        # (dtokens.py), where the dialect's walk records it (ptx/walk.py)
+        self.dtoks: dict[str, Node] = {}
         # shared reads since the last block barrier (address, bytes, whether the thread that
         # gives the address is the one that gets the bytes), and whether a later store of the
         # same interval may write bytes another thread read (a write-after-read race the
@@ -411,7 +415,7 @@ class Walk:
             raise Unsupported("loop without an exit condition")
         summ = LoopSummary(
             self.depth + 1, pre_env, end2, cond, set(written) - set(ivs), self.kgroup_label,
-            tuple(e.value for e in body_smem), tuple(e.addr for e in body_smem), getattr(self, "dtoks", None),
+            tuple(e.value for e in body_smem), tuple(e.addr for e in body_smem), self.dtoks,
         )  # fmt: skip
         self.env = dict(pre_env)
         for r in written:
@@ -946,9 +950,7 @@ class LoopSummary:
                 self._staged_order = staged_order(self.staged, self._amemo)
             flat = [x for ab in ops for x in ab]
             it = f"IT{self.depth}"
-            k = chain[1] if len(chain) > 1 and isinstance(chain[1], str) else ""
-            per_iteration = len(ops) * int(k[1:]) if k[:1] == "k" and k[1:].isdigit() else None
-            walks = (*addresses([*flat, *self.staged], it, len(ops)), bound(self.cond, it, per_iteration))
+            walks = (*addresses([*flat, *self.staged], it, len(ops)), bound(self.cond, it, chain, len(ops)))
             swaps = swapped(ops, self.staged, self.staged_at, self.dtoks, self._amemo)
             got = self._okeys[ops] = operand_key(flat, self._staged_order, walks, self._amemo, swaps)
         return got

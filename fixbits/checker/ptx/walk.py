@@ -155,8 +155,6 @@ class PTXWalk(Walk):
         self.masked_false: dict[bytes, int] = {}
         # and the predicate of each masked load (None where one node met two predicates)
         self.masked_preds: dict[bytes, Node | None] = {}
-        # what each D: token of float bits or of integer arithmetic on them stands for (dtokens.py)
-        self.dtoks: dict[str, Node] = {}
         self._canon_in: dict[bytes, bool] = {}
         self.read_facts: dict[bytes, ReadFacts | None] = {}
         # shfl nodes by digest: True while every write of one was unpredicated and outside any
