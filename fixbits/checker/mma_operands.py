@@ -117,10 +117,19 @@ def addresses(nodes: Iterable[Node], it: str, steps: int) -> tuple[str, ...]:
         todo.extend(n.kids)
     out = []
     for bases, offs in per.items():
-        least = sorted(str(a) for a in offs if not any(b != a and _below(b, a) for b in offs))
         move = "|".join(sorted(moves.get(bases, ())))
-        out.append(",".join(bases) + "@" + "|".join(least) + "+" + move)
+        out.append(",".join(bases) + "@" + "|".join(_least(list(offs))) + "+" + move)
     return tuple(sorted(out))
+
+
+def _least(offs: list[Poly]) -> list[str]:
+    """The minimal elements of ``offs`` under ``_below``, as text. Usually one is below all the
+    others: then it is one of least coefficient sum (``_below`` keeps sums in order), so one
+    pass settles it; the pairwise scan is kept for the rest."""
+    first = min(offs, key=lambda a: (sum(a.terms.values()), str(a)))
+    if all(_below(first, b) for b in offs):
+        return [str(first)]
+    return sorted(str(a) for a in offs if not any(b != a and _below(b, a) for b in offs))
 
 
 def bound(cond: Node, it: str, chain: tuple, steps: int) -> str:
