@@ -199,9 +199,9 @@ def _load(terms: dict[tuple[str, ...], int]) -> Any:
     ids=["shifted", "prefetched", "no-least", "two-pointers"],
 )
 def test_addresses(loads: list[dict], want: tuple[str, ...]) -> None:
-    from fixbits.checker.mma_operands import addresses
+    from fixbits.checker.mma_operands import addresses, load_addresses
 
-    assert addresses([_load(t) for t in loads], "IT1", 2) == want
+    assert addresses(load_addresses([_load(t) for t in loads]), "IT1", 2) == want
 
 
 @pytest.mark.parametrize(

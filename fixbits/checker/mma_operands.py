@@ -89,18 +89,10 @@ def _advance(p: Poly, it: str, steps: int) -> str | None:
     return " + ".join(f"{c}*{'*'.join(m)}" if m else f"{c}" for m, c in sorted(d.items())) if d else None
 
 
-def addresses(nodes: Iterable[Node], it: str, steps: int) -> tuple[str, ...]:
-    """Per base pointer, where the tiles read from it start and how far they move per K step.
-
-    The start is the least of its global loads' addresses at thread, block and iteration zero.
-    Triton's layouts are linear, so thread 0's first register holds a tile's element (0, 0) in
-    every config, and the other registers, threads, blocks and prefetched iterations only add
-    non-negative terms; a B tile read 8 columns on starts 16 bytes on. Where no single least
-    address exists, every minimal one is kept. The move is the address's step per iteration of
-    loop ``it`` over the ``steps`` MMAs an iteration chains: BLOCK_K cancels (a wider tile moves
-    further and chains more MMAs), so a loop that skips every other tile moves twice as far."""
-    per: dict[tuple[str, ...], dict[Poly, None]] = {}
-    moves: dict[tuple[str, ...], set[str]] = {}
+def load_addresses(nodes: Iterable[Node]) -> dict[tuple[str, ...], set[Poly]]:
+    """Per base pointer, the address forms of the global loads under ``nodes`` (shared memory and
+    loop state are not entered: their contents are keyed through the staged values)."""
+    per: dict[tuple[str, ...], set[Poly]] = {}
     seen: set[bytes] = set()
     todo = list(nodes)
     while todo:
@@ -111,14 +103,27 @@ def addresses(nodes: Iterable[Node], it: str, steps: int) -> tuple[str, ...]:
         if n.kind == "load":
             for k in n.kids:
                 if k.poly is not None and (bases := _base_pointers(k.poly)):
-                    per.setdefault(bases, {})[_param_part(k.poly, bases)] = None
-                    if (a := _advance(k.poly, it, steps)) is not None:
-                        moves.setdefault(bases, set()).add(a)
+                    per.setdefault(bases, set()).add(k.poly)
         todo.extend(n.kids)
+    return per
+
+
+def addresses(loads: dict[tuple[str, ...], set[Poly]], it: str, steps: int) -> tuple[str, ...]:
+    """Per base pointer of ``loads`` (load_addresses), where the tiles read from it start and
+    how far they move per K step.
+
+    The start is the least of its global loads' addresses at thread, block and iteration zero.
+    Triton's layouts are linear, so thread 0's first register holds a tile's element (0, 0) in
+    every config, and the other registers, threads, blocks and prefetched iterations only add
+    non-negative terms; a B tile read 8 columns on starts 16 bytes on. Where no single least
+    address exists, every minimal one is kept. The move is the address's step per iteration of
+    loop ``it`` over the ``steps`` MMAs an iteration chains: BLOCK_K cancels (a wider tile moves
+    further and chains more MMAs), so a loop that skips every other tile moves twice as far."""
     out = []
-    for bases, offs in per.items():
-        move = "|".join(sorted(moves.get(bases, ())))
-        out.append(",".join(bases) + "@" + "|".join(_least(list(offs))) + "+" + move)
+    for bases, forms in loads.items():
+        starts = list({_param_part(f, bases): None for f in forms})
+        moves = sorted({a for f in forms if (a := _advance(f, it, steps)) is not None})
+        out.append(",".join(bases) + "@" + "|".join(_least(starts)) + "+" + "|".join(moves))
     return tuple(sorted(out))
 
 
@@ -187,29 +192,32 @@ def _tile_at(op: Node, dtoks: dict[str, Node]) -> int | None:
     return None
 
 
-def swapped(
-    ops: Iterable[tuple[Node, Node]],
-    staged: tuple[Node, ...],
-    staged_at: tuple[Node, ...],
-    dtoks: dict[str, Node],
-    memo: dict[bytes, Node],
-) -> tuple[tuple[int, int], ...]:
-    """The MMAs whose A tile was staged after their B tile, as (A's, B's) positions in staging
-    order: each descriptor's tile is the staged value every store at its offset holds (the
-    stores' other terms are threads and the stage). Only a proven swap is kept, so a loop whose
-    descriptors are not read (register operands, ``ldmatrix``) keys as one multiplied in staging
-    order; ``A @ B`` keeps its digest and the tiles of A and B loaded in that order and multiplied
-    ``B @ A`` part from it."""
-    pos = {d: i for i, d in enumerate(staged_order(staged, memo))}
+def tile_owners(
+    staged: tuple[Node, ...], staged_at: tuple[Node, ...], order: tuple[bytes, ...], memo: dict[bytes, Node]
+) -> dict[int, set[int]]:
+    """Shared-memory offset (a store address's constant) -> the positions in staging ``order``
+    (staged_order) of the values stored there; the stores' other terms are threads and the stage."""
+    pos = {d: i for i, d in enumerate(order)}
     at: dict[int, set[int]] = {}
     for a, v in zip(staged_at, staged, strict=False):
         if a.poly is not None:
             at.setdefault(a.poly.terms.get((), 0), set()).add(pos[_abstract(v, memo).digest])
+    return at
+
+
+def swapped(
+    ops: Iterable[tuple[Node, Node]], owners: dict[int, set[int]], dtoks: dict[str, Node]
+) -> tuple[tuple[int, int], ...]:
+    """The MMAs whose A tile was staged after their B tile, as (A's, B's) positions in staging
+    order: each descriptor's tile is the one staged value its offset ``owners`` (tile_owners)
+    holds. Only a proven swap is kept, so a loop whose descriptors are not read (register
+    operands, ``ldmatrix``) keys as one multiplied in staging order; ``A @ B`` keeps its digest and
+    the tiles of A and B loaded in that order and multiplied ``B @ A`` part from it."""
     out: set[tuple[int, int]] = set()
     for x, y in ops:
         cx, cy = _tile_at(x, dtoks), _tile_at(y, dtoks)
-        ix = at.get(cx, set()) if cx is not None else set()
-        iy = at.get(cy, set()) if cy is not None else set()
+        ix = owners.get(cx, set()) if cx is not None else set()
+        iy = owners.get(cy, set()) if cy is not None else set()
         if len(ix) == 1 and len(iy) == 1 and min(ix) > min(iy):
             out.add((min(ix), min(iy)))
     return tuple(sorted(out))

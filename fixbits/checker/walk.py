@@ -390,7 +390,7 @@ class Walk:
         for r in written:
             env1[r] = _leaf("carried", r)
         end1, _ = body(env1)
-        it = Poly.sym(f"IT{self.depth + 1}")
+        it = Poly.sym(iter_symbol(self.depth + 1))
         ivs: dict[str, tuple[Poly, Poly]] = {}
         for r in written:
             init, upd = pre_env.get(r), end1.get(r)
@@ -750,7 +750,11 @@ class LoopSummary:
         self._kgroups: dict[str, tuple[int, int, int]] | None = None
         self._chains: dict[str, tuple[tuple[Node, Node], ...]] | None = None
         self._amemo: dict[bytes, Node] = {}
-        self._staged_order: tuple[bytes, ...] | None = None
+        # the staging's part of the operand key, once per loop: staging order, the staged
+        # loads' addresses, which staged value each shared offset holds (mma_operands.py)
+        self._staging: (
+            tuple[tuple[bytes, ...], dict[tuple[str, ...], set[Poly]], dict[int, set[int]]] | None
+        ) = None
         self._okeys: dict[tuple[tuple[Node, Node], ...], str] = {}
 
     def _refs(self, n: Node) -> tuple[str, ...]:
@@ -941,18 +945,23 @@ class LoopSummary:
         """What register ``r``'s MMA chain (of instruction ``chain``) multiplies and how its loop
         walks K, as configs of one source agree on it (mma_operands.py); memoised per operand
         sequence (the registers of one MMA share it)."""
-        from fixbits.checker.mma_operands import addresses, bound, operand_key, staged_order, swapped
+        from fixbits.checker import mma_operands as mo
 
         ops = self._chain_ops()[r]
         got = self._okeys.get(ops)
         if got is None:
-            if self._staged_order is None:
-                self._staged_order = staged_order(self.staged, self._amemo)
+            if self._staging is None:
+                order = mo.staged_order(self.staged, self._amemo)
+                owners = mo.tile_owners(self.staged, self.staged_at, order, self._amemo)
+                self._staging = (order, mo.load_addresses(self.staged), owners)
+            order, loads, owners = self._staging
             flat = [x for ab in ops for x in ab]
-            it = f"IT{self.depth}"
-            walks = (*addresses([*flat, *self.staged], it, len(ops)), bound(self.cond, it, chain, len(ops)))
-            swaps = swapped(ops, self.staged, self.staged_at, self.dtoks, self._amemo)
-            got = self._okeys[ops] = operand_key(flat, self._staged_order, walks, self._amemo, swaps)
+            for bases, forms in mo.load_addresses(flat).items():  # (register operands loaded directly)
+                loads = {**loads, bases: loads.get(bases, set()) | forms}
+            it = iter_symbol(self.depth)
+            walks = (*mo.addresses(loads, it, len(ops)), mo.bound(self.cond, it, chain, len(ops)))
+            got = mo.operand_key(flat, order, walks, self._amemo, mo.swapped(ops, owners, self.dtoks))
+            self._okeys[ops] = got
         return got
 
     def key_for(self, starts: list[Node], first: str | None = None, order: list[str] | None = None) -> Node:
@@ -994,6 +1003,11 @@ class LoopSummary:
             return Node("loopout", (0,), (self.key_for([upd], order=order),))
         key, index = self._full()
         return Node("loopout", (index[r],), (key,))
+
+
+def iter_symbol(depth: int) -> str:
+    """The iteration count of the loop at ``depth`` (1 for the outermost) in integer forms."""
+    return f"IT{depth}"
 
 
 def _mma_chain(n: Node, reg: str) -> tuple | None:
