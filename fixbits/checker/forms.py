@@ -48,6 +48,11 @@ def add_terms(t: dict[Mono, int], items: Iterable[tuple[Mono, int]]) -> None:
             del t[m]
 
 
+def iter_symbol(depth: int) -> str:
+    """The iteration count of the loop at ``depth`` (1 for the outermost) in integer forms."""
+    return f"IT{depth}"
+
+
 class Poly:
     """An exact integer polynomial: ``{monomial: coefficient}``; immutable after construction."""
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fixbits.checker.forms import Poly
+from fixbits.checker.forms import Poly, iter_symbol
 from fixbits.checker.leaf_pred import BOUND_IT, index_bound, is_coordinate_pred, relative_pred
 from fixbits.checker.node import Node, int_node
 
@@ -134,7 +134,7 @@ def loop_leaf(
     if not it.terms or any(x.startswith(_ITER) for x in start.symbols()):
         return None  # (no iteration stride: not an accumulation over chunks)
     tpl = Node("loopleaf", n.attrs, (int_node(it), Node("loop", loop.attrs, (cond, *new_slots))))
-    return _close(tpl, f"IT{loop.attrs[0]}", {}), start
+    return _close(tpl, iter_symbol(loop.attrs[0]), {}), start
 
 
 def _close(n: Node, it: str, memo: dict[bytes, Node]) -> Node:

@@ -34,6 +34,7 @@ from fixbits.checker.forms import (
     data_token,
     is_bit_symbol,
     is_variant_symbol,
+    iter_symbol,
     split_thread_form,
     token,
 )
@@ -1003,11 +1004,6 @@ class LoopSummary:
             return Node("loopout", (0,), (self.key_for([upd], order=order),))
         key, index = self._full()
         return Node("loopout", (index[r],), (key,))
-
-
-def iter_symbol(depth: int) -> str:
-    """The iteration count of the loop at ``depth`` (1 for the outermost) in integer forms."""
-    return f"IT{depth}"
 
 
 def _mma_chain(n: Node, reg: str) -> tuple | None:
