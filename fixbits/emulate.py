@@ -33,6 +33,10 @@ from fixbits.numerics import blocks, formats
 # Aim each instruction group's (rows, N, instruction_k) float64 product block at ~2 MiB so it
 # stays in cache; a speed knob of the emulator only (results do not depend on it).
 _CHUNK_BYTES = 1 << 21
+# Fewer products than this per batch of chains: numpy's per-call cost outweighs the per-step fma.
+_FAST_MIN_PRODUCTS = 64
+# At most this many float32 values (chains x draws x rows x N) run as one batch of fma chains.
+_FAST_MAX_VALUES = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -111,11 +115,19 @@ class _Operands:
         return p, e
 
 
+def _order(leaf: _Leaf) -> np.ndarray:
+    """The K indices of one chain in the order its instructions take them."""
+    return np.concatenate(leaf.groups) if leaf.groups else np.zeros(0, dtype=np.int64)
+
+
 def _run_leaf(
     leaf: _Leaf, ops: _Operands, desc: GEMMDesc, model: blocks.BlockModel | None, start: np.ndarray
 ) -> np.ndarray:
     acc = start
     if desc.instruction == "fma":
+        fast = _fma_chains_fp32(ops, [_order(leaf)], start)
+        if fast is not None:
+            return fast[0]
         for g in leaf.groups:
             for k in g:
                 acc = formats.fma_rn(ops.a64[:, :, k][:, :, None], ops.bt64[:, :, k][:, None, :], acc)
@@ -144,6 +156,49 @@ def _run_leaf(
     return acc
 
 
+def _fma_chains_fp32(ops: _Operands, chains: list[np.ndarray], start: np.ndarray) -> np.ndarray | None:
+    """Scalar fma chains (P of them, K indices each) in numpy's own float32 adds: (P, D, rows, N),
+    or None where that would not be exact.
+
+    When every product is exact in fp32 (fp16 x fp16 always is; bf16 x bf16 unless it leaves
+    fp32's range) fma(a, b, c) is the IEEE fp32 sum of two fp32 values, which numpy's sequential
+    ``add.accumulate`` gives at C speed: a GEMV over K ~ 10^5 split into 132 x 128 chains goes
+    from minutes to a second. Shorter chains are padded with +0 products, which leave a sum
+    that started from no -0 unchanged. Anything else (a rounded product, a non-finite result,
+    too few products to pay for the batching) returns None and the caller takes the exact
+    per-step fma."""
+    lengths = [len(c) for c in chains]
+    if sum(lengths) < _FAST_MIN_PRODUCTS:
+        return None
+    acc0 = start.astype(np.float32)
+    if not np.array_equal(acc0, start):
+        return None
+    width = max(lengths, default=0)
+    if len(set(lengths)) > 1 and bool(np.any((start == 0) & np.signbit(start))):
+        return None
+    idx = np.zeros((len(chains), width), dtype=np.int64)
+    valid = np.zeros((len(chains), width), dtype=bool)
+    for i, c in enumerate(chains):
+        idx[i, : len(c)], valid[i, : len(c)] = c, True
+    a = np.where(valid, ops.a64[..., idx], 0.0)  # (D, rows, P, L)
+    bt = np.where(valid, ops.bt64[..., idx], 0.0)  # (D, N, P, L)
+    d, rows, n = acc0.shape
+    acc = np.broadcast_to(acc0[..., None], (d, rows, n, len(chains))).astype(np.float32)
+    step = max(1, _CHUNK_BYTES // max(1, d * rows * n * len(chains) * 8))
+    for j in range(0, width, step):
+        with np.errstate(invalid="ignore", over="ignore"):
+            p = a[:, :, None, :, j : j + step] * bt[:, None, :, :, j : j + step]
+            p32 = p.astype(np.float32)
+        if not np.array_equal(p32, p):
+            return None
+        run = np.concatenate([acc[..., None], p32], axis=-1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            acc = np.add.accumulate(run, axis=-1, dtype=np.float32)[..., -1]
+    if not np.isfinite(acc).all():
+        return None
+    return np.moveaxis(acc, -1, 0).astype(np.float64)
+
+
 def _merge(values: list[np.ndarray], how: str, dtype: str) -> np.ndarray:
     if how == "chain":
         s = np.zeros_like(values[0])
@@ -156,9 +211,10 @@ def _merge(values: list[np.ndarray], how: str, dtype: str) -> np.ndarray:
     offsets = [1 << i for i in range(n.bit_length() - 1)]
     if how == "butterfly_down":
         offsets.reverse()
-    lanes = list(values)
+    # every lane at once (one add per level, not per lane): lane i takes lane i ^ off
+    lanes = np.stack(values)
     for off in offsets:
-        lanes = [formats.add_rn(lanes[i], lanes[i ^ off], dtype) for i in range(n)]
+        lanes = formats.add_rn(lanes, lanes[np.arange(n) ^ off], dtype)
     return lanes[0]
 
 
@@ -168,16 +224,36 @@ def _reduce_1block(values: list[np.ndarray], dtype: str) -> np.ndarray:
 
 
 def _evaluate(
-    node: _Node | _Leaf, ops: _Operands, desc: GEMMDesc, model: blocks.BlockModel | None, start: np.ndarray
+    node: _Node | _Leaf,
+    ops: _Operands,
+    desc: GEMMDesc,
+    model: blocks.BlockModel | None,
+    start: np.ndarray,
+    chains: dict[int, np.ndarray] | None = None,
 ) -> np.ndarray:
+    """``chains``: the fma chains of this subtree already run as one batch (leaf id -> value);
+    an empty dict once the batch was tried and cannot be exact (each leaf then steps its fma)."""
     if isinstance(node, _Leaf):
+        if chains:
+            return chains[id(node)]
         return _run_leaf(node, ops, desc, model, start)
     zero = np.zeros_like(start)
-    values = [_evaluate(p, ops, desc, model, zero) for p in node.parts]
+    if chains is None and desc.instruction == "fma":
+        leaves = _leaves(node)
+        if len(leaves) * zero.size <= _FAST_MAX_VALUES:  # else each part batches its own
+            got = _fma_chains_fp32(ops, [_order(x) for x in leaves], zero)
+            chains = {} if got is None else {id(x): v for x, v in zip(leaves, got, strict=True)}
+    values = [_evaluate(p, ops, desc, model, zero, chains) for p in node.parts]
     if node.level == 0:
         values = [formats.round_to(v, desc.partial_dtype, "rn") for v in values]
         return _merge(values, node.merge, desc.merge_dtype)
     return _merge(values, node.merge, desc.acc_dtype)
+
+
+def _leaves(node: _Node | _Leaf) -> list[_Leaf]:
+    if isinstance(node, _Leaf):
+        return [node]
+    return [x for p in node.parts for x in _leaves(p)]
 
 
 def _check_operand(x: Any, name: str, dtype: str) -> np.ndarray:

@@ -493,8 +493,10 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
     extra_rounds = 2
     while queue:
         sh = queue.pop(0)
-        _check_time(task, "drawing on " + "x".join(map(str, sh)))
-        ok, _ = verify_draws(bk, alive, *sh, seed=task["seed"] + 11 + sh[2], draws=2)
+        where = "x".join(map(str, sh))
+        _check_time(task, "drawing on " + where)
+        ok, _ = verify_draws(bk, alive, *sh, seed=task["seed"] + 11 + sh[2], draws=2,
+                             tick=lambda: _check_time(task, "emulating on " + where))  # noqa: B023
         used.append(sh)
         alive = [d for d, o in zip(alive, ok, strict=True) if o]
         if not alive:
@@ -574,9 +576,11 @@ def _settle(bk: Any, alive: list[Any], task: dict[str, Any]) -> tuple[list[Any],
         if len(used) == 2:  # two settling shapes and they still part: ambiguous
             return alive, used
         sh = next((x for x, _ in order if x not in used), order[0][0])
-        _check_time(task, "settling on " + "x".join(map(str, sh)))
+        where = "x".join(map(str, sh))
+        _check_time(task, "settling on " + where)
         ok, _ = verify_draws(bk, alive, *sh, seed=task["seed"] + 29 + sh[2], draws=SETTLE_DRAWS, cells=SETTLE_CELLS,
-                             kinds=_settle_kinds(alive[0].out_dtype))
+                             kinds=_settle_kinds(alive[0].out_dtype),
+                             tick=lambda: _check_time(task, "emulating on " + where))  # noqa: B023
         used.append(sh)
         alive = [d for d, o in zip(alive, ok, strict=True) if o]
         if len(alive) <= 1:

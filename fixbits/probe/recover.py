@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -254,7 +255,8 @@ def _sample(n: int, count: int, rng: np.random.Generator) -> list[int]:
 
 
 def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *, seed: int, draws: int,
-                 cells: int = 8, kinds: tuple[str, ...] = ("ordinary", "wide")) -> tuple[list[bool], int]:
+                 cells: int = 8, kinds: tuple[str, ...] = ("ordinary", "wide"),
+                 tick: Callable[[], None] | None = None) -> tuple[list[bool], int]:
     """Each desc against the black box on ``draws`` fresh draws, their kinds taken in turn from
     ``kinds`` (sampled cells: outputs are independent, so emulating only the sampled rows and
     columns is exact there). A backend with ``draw_sampled`` draws on its device and returns
@@ -262,7 +264,8 @@ def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *,
 
     All draws are taken first and each desc is emulated on all of them in one pass
     (``emulate_draws``); descs that owe each other the same bits at this K (``draw_classes``)
-    are emulated once. A desc passes only if its bits equal the black box's on every draw."""
+    are emulated once. A desc passes only if its bits equal the black box's on every draw.
+    ``tick`` runs before each emulation (a caller's time cap raises there, not after all of them)."""
     from fixbits.cublas.backend import cells_for
 
     in_dtype = descs[0].in_dtype
@@ -290,6 +293,8 @@ def verify_draws(backend: Any, descs: list[GEMMDesc], m: int, n: int, k: int, *,
         return ok, 0
     a3, b3, want = _stack_draws(taken)
     for members in draw_classes(descs, k):
+        if tick is not None:
+            tick()
         good = _matches(descs[members[0]], a3, b3, want)
         for j in members:
             ok[j] = good
