@@ -91,6 +91,20 @@ def plan(desc: GEMMDesc, k: int) -> _Node | _Leaf:
     return build(np.arange(k, dtype=np.int64), 0)
 
 
+def group_starts(desc: GEMMDesc, k: int) -> frozenset[int]:
+    """The K index each instruction group of ``desc`` at K begins with (where readings that
+    group K differently part: fixbits.probe.spikes.straddling)."""
+    out: set[int] = set()
+    stack: list[_Node | _Leaf] = [plan(desc, k)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _Leaf):
+            out.update(int(g[0]) for g in node.groups if len(g))
+        else:
+            stack.extend(node.parts)
+    return frozenset(out)
+
+
 class _Operands:
     """Float64 values and decoded exponents of A rows [r0, r1) and all of B^T, for every draw:
     a (D, rows, K), bt (D, N, K). The leading draw axis lets one pass over the instruction

@@ -71,3 +71,67 @@ def test_sweep_redraws_a_spike_draw_cell_for_cell(dtype: str) -> None:
     assert np.array_equal(a_r.astype(np.float32).view(np.int32), want_a.view(np.int32))
     assert np.array_equal(b_c.astype(np.float32).view(np.int32), want_b.view(np.int32))
     assert np.count_nonzero(want_a == 2.0 ** (15 if dtype == "fp16" else 20)) >= 8 * 3, "no spike planted"
+
+
+def _split_readings() -> tuple[GEMMDesc, GEMMDesc]:
+    """An a24-like split-K answer (H100 s36: K-loop steps 32 and 64 with the residue first both
+    survived 8 settling draws on each of two shapes): the steps part only in one split part's
+    first few groups."""
+    from fixbits.desc import KCut
+
+    truth = GEMMDesc(arch="sm_90", instruction="mma", instruction_k=8, in_dtype="fp16", out_dtype="fp16",
+                     use_fast_accum=True, promotion_interval=None, k_loop_step=64, residue="first",
+                     k_cuts=(KCut("contiguous", count=7, granule=8, merge="chain"),), merge_dtype="fp16")
+    return truth, truth.replace(k_loop_step=32)
+
+
+def test_straddling_pairs_settle_what_random_spikes_leave() -> None:
+    from fixbits.emulate import group_starts
+
+    truth, wrong = _split_readings()
+    box, k, seed = EmulatorBackend(truth), 3061, 3
+    starts = [group_starts(d, k) for d in (truth, wrong)]
+    assert len(starts[0] ^ starts[1]) == 8, sorted(starts[0] ^ starts[1])
+    pairs = spikes.straddling(starts, k, 1)
+    assert pairs and all(any(k1 < b <= k2 for b in starts[0] ^ starts[1]) for k1, k2 in pairs), pairs
+    rand, _ = verify_draws(box, [truth, wrong], 8, 8, k, seed=seed, draws=4, cells=8, kinds=(spikes.KIND,))
+    aimed, _ = verify_draws(box, [truth, wrong], 8, 8, k, seed=seed, draws=4, cells=8, kinds=(spikes.at_kind(pairs),))
+    assert rand == [True, True], f"seed {seed}: random spikes already separate here ({rand}); pick another K"
+    assert aimed == [True, False], f"seed {seed}: straddling pairs {pairs} kept {aimed}"
+
+
+def test_a_spike_kind_with_pairs_plants_exactly_those_columns() -> None:
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((2, 40)).astype(np.float16)
+    b = rng.standard_normal((40, 3)).astype(np.float16)
+    kind = spikes.at_kind([(3, 5), (20, 31)])
+    assert spikes.base_kind(kind) == "ordinary"
+    pa, pb = spikes.finish(kind, a.copy(), b.copy(), 0, "fp16")
+    changed = sorted(set(np.flatnonzero((pa != a).any(axis=0))))
+    assert changed == [3, 5, 20, 31], changed
+    assert np.array_equal(pb[5], pb[3]) and np.array_equal(pb[31], pb[20])
+
+
+@pytest.mark.parametrize(("kind", "what"), [("spike@3-x", "expected spike@k1-k2"), ("spike@5-3", "0 <= k1 < k2")])
+def test_a_malformed_spike_kind_is_named(kind: str, what: str) -> None:
+    a, b = np.zeros((1, 8), dtype=np.float16), np.zeros((8, 1), dtype=np.float16)
+    with pytest.raises(ValueError, match=what):
+        spikes.finish(kind, a, b, 0, "fp16")
+
+
+def test_pairs_sharing_a_column_or_past_k_are_refused() -> None:
+    a, b = np.zeros((1, 8), dtype=np.float16), np.zeros((8, 1), dtype=np.float16)
+    for pairs in ([(1, 2), (2, 4)], [(3, 8)]):
+        with pytest.raises(ValueError, match="distinct and below K = 8"):
+            spikes.plant_pairs(a, b, pairs, "fp16")
+
+
+def test_settling_aims_spikes_only_where_readings_group_k_differently() -> None:
+    from fixbits.probe.reconstruct import _settle_kinds
+
+    truth, wrong = _split_readings()
+    kinds = _settle_kinds([truth, wrong], 3061, 5)
+    assert kinds[0].startswith(spikes.AT) and kinds[2].startswith(spikes.AT) and kinds[1] == spikes.KIND, kinds
+    assert _settle_kinds([truth, truth.replace(merge_dtype="fp32")], 3061, 5)[0] == spikes.KIND  # same groups
+    wide = [truth.replace(out_dtype="fp32"), wrong.replace(out_dtype="fp32")]
+    assert _settle_kinds(wide, 3061, 5) == ("ordinary", "wide")

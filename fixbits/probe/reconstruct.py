@@ -547,15 +547,24 @@ SETTLE_DRAWS = 8  # per shape; H200 s13: a reading with the wrong K-loop step mi
 SETTLE_CELLS = 32
 
 
-def _settle_kinds(out_dtype: str) -> tuple[str, ...]:
+def _settle_kinds(alive: list[Any], k: int, seed: int) -> tuple[str, ...]:
     """Draw kinds for settling: a narrow output rounds away the fp32 ulps by which readings part
     on ordinary and wide draws (s14/n14: seven fp16->fp16 answers left ambiguous), so its draws
-    are mostly spike draws (fixbits.probe.spikes)."""
+    are mostly spike draws (fixbits.probe.spikes), half of them planted across the K positions
+    where the readings group K differently (H100 s36: a24 answers whose K-loop steps 32 and 64
+    survived 8 random-spike draws on each of two shapes)."""
+    from fixbits.emulate import group_starts
     from fixbits.probe import spikes
 
-    if spikes.hides_ulps(out_dtype):
+    if not spikes.hides_ulps(alive[0].out_dtype):
+        return ("ordinary", "wide")
+    at: list[str] = []
+    if all(d.instruction != "fma" for d in alive):  # a scalar chain starts a group at every k
+        starts = [group_starts(d, k) for d in alive]
+        at = [spikes.at_kind(p) for p in (spikes.straddling(starts, k, seed + i) for i in range(2)) if p]
+    if len(at) < 2:
         return (spikes.KIND, spikes.KIND, "ordinary", "wide")
-    return ("ordinary", "wide")
+    return (at[0], spikes.KIND, at[1], "wide")
 
 
 def _settle(bk: Any, alive: list[Any], task: dict[str, Any]) -> tuple[list[Any], list[tuple[int, int, int]]]:
@@ -579,7 +588,7 @@ def _settle(bk: Any, alive: list[Any], task: dict[str, Any]) -> tuple[list[Any],
         where = "x".join(map(str, sh))
         _check_time(task, "settling on " + where)
         ok, _ = verify_draws(bk, alive, *sh, seed=task["seed"] + 29 + sh[2], draws=SETTLE_DRAWS, cells=SETTLE_CELLS,
-                             kinds=_settle_kinds(alive[0].out_dtype),
+                             kinds=_settle_kinds(alive, sh[2], task["seed"] + sh[2]),
                              tick=lambda: _check_time(task, "emulating on " + where))  # noqa: B023
         used.append(sh)
         alive = [d for d, o in zip(alive, ok, strict=True) if o]

@@ -44,6 +44,52 @@ def positions(k: int, seed: int) -> list[tuple[int, int]]:
     return out
 
 
+# A spike draw at chosen columns: "spike@k1-k2,k1-k2,..." (the pairs travel in the kind string, so
+# every path that draws a kind, on the device or the host, plants the same columns).
+AT = KIND + "@"
+
+
+def at_kind(pairs: list[tuple[int, int]]) -> str:
+    """The kind of a spike draw planting exactly ``pairs``."""
+    return AT + ",".join(f"{k1}-{k2}" for k1, k2 in pairs)
+
+
+def _pairs_of(kind: str) -> list[tuple[int, int]]:
+    try:
+        out = [tuple(int(x) for x in p.split("-")) for p in kind[len(AT):].split(",") if p]
+    except ValueError:
+        raise ValueError(f"spike draw kind {kind!r}: expected {AT}k1-k2,k1-k2,...") from None
+    if any(len(p) != 2 or not 0 <= p[0] < p[1] for p in out):
+        raise ValueError(f"spike draw kind {kind!r}: each pair must be k1-k2 with 0 <= k1 < k2")
+    return out  # type: ignore[return-value]
+
+
+def straddling(starts: list[frozenset[int]], k: int, seed: int, limit: int = 32) -> list[tuple[int, int]]:
+    """Short ±L pairs across the K positions where readings start their instruction groups
+    differently (``starts``: each reading's group starts at this K). Random pairs hit such a
+    position rarely when the readings part only in a few groups (a24-t24 split-K answers, K-loop
+    step 32 or 64 with the residue first: 8 of 3,794 starts at K = 30,347 in one split part); on
+    the emulator these pairs moved 34 of 512 fp16 cells where random spike draws moved 5. Empty
+    when the readings start every group alike."""
+    differ: set[int] = set()
+    for i, x in enumerate(starts):
+        for y in starts[i + 1:]:
+            differ |= x ^ y
+    cands = sorted(b for b in differ if 0 < b < k)
+    rng = np.random.default_rng(seed)
+    if len(cands) > limit:
+        cands = sorted(int(b) for b in rng.choice(cands, size=limit, replace=False))
+    out: list[tuple[int, int]] = []
+    used: set[int] = set()
+    for b in cands:
+        k1, k2 = b - int(rng.integers(1, 4)), b + int(rng.integers(0, 3))
+        if k1 < 0 or k2 >= k or k1 in used or k2 in used:
+            continue
+        used.update((k1, k2))
+        out.append((k1, k2))
+    return out
+
+
 def hides_ulps(out_dtype: str) -> bool:
     """Whether an output dtype rounds away the one-ulp fp32 regroupings (spike draws needed)."""
     return out_dtype in ("fp16", "bf16")
@@ -51,20 +97,31 @@ def hides_ulps(out_dtype: str) -> bool:
 
 def base_kind(kind: str) -> str:
     """The kind an operand of a ``kind`` draw is drawn as before planting."""
-    return "ordinary" if kind == KIND else kind
+    return "ordinary" if kind == KIND or kind.startswith(AT) else kind
 
 
 def finish(kind: str, a: Any, b: Any, seed: int, in_dtype: str) -> tuple[Any, Any]:
     """A and B of a ``kind`` draw from the base draws: planted (in place) for a spike draw."""
+    if kind.startswith(AT):
+        return plant_pairs(a, b, _pairs_of(kind), in_dtype)
     return plant(a, b, seed, in_dtype) if kind == KIND else (a, b)
 
 
 def plant(a: Any, b: Any, seed: int, in_dtype: str) -> tuple[Any, Any]:
     """Plant the pairs of ``seed`` into A (M, K) and B (K, N), in place; returns them."""
+    return plant_pairs(a, b, positions(int(a.shape[1]), seed), in_dtype)
+
+
+def plant_pairs(a: Any, b: Any, pairs: list[tuple[int, int]], in_dtype: str) -> tuple[Any, Any]:
+    """Plant ``pairs`` (distinct columns, each below K) into A (M, K) and B (K, N), in place."""
     if in_dtype not in _LOG2_L:
         raise ValueError(f"spike draws: unsupported input dtype {in_dtype!r}; supported: {', '.join(_LOG2_L)}")
+    k = int(a.shape[1])
+    cols = [c for p in pairs for c in p]
+    if len(set(cols)) != len(cols) or any(c >= k for c in cols):
+        raise ValueError(f"spike pairs {pairs}: columns must be distinct and below K = {k}")
     big = float(2 ** _LOG2_L[in_dtype])
-    for k1, k2 in positions(int(a.shape[1]), seed):
+    for k1, k2 in pairs:
         a[:, k1] = big
         a[:, k2] = -big
         b[k2, :] = b[k1, :]
