@@ -107,6 +107,30 @@ def test_reconstruct_only_probes_the_selected_answers(tmp_path: Path, monkeypatc
     assert any("only a1-s4: 1 of 2 answers" in x for x in lines), lines
 
 
+def test_a_withdrawn_answer_is_not_predicted_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry withdrawn on the GPU's evidence stays in the failed table on a resumed run (session
+    36 re-predicted a withdrawn fp16 answer from the same sibling, and it was wrong again)."""
+    import dataclasses
+
+    shapes = [(48, 4, k) for k in (200, 300, 1100, 1300)]
+    monkeypatch.setattr(R, "shape_space", lambda q, seed=0, k_multiple=1: list(shapes))
+    run = dict(arch="sm_90", in_dtype="fp16", out_dtype="fp32", out_dir=tmp_path, budget_s=UNTIMED,
+               per_answer_s=UNTIMED, lt=_FakeLt(), backend=_FakeCublas(), profile_launch=False)
+    R.reconstruct(**run, log=lambda m: None)  # type: ignore[arg-type]
+    path = tmp_path / "sm_90_cublaslt130100_fp16_fp32.yaml"
+    prof = load(path)
+    key = "a1-t1-s4-r0-w0-c0-g0"
+    why = R.WITHDRAWN + "the H200's cell differs"
+    entries = {k: e for k, e in prof.entries.items() if k != key}
+    dataclasses.replace(prof, entries=entries, failed={key: why}).save(tmp_path)
+    lines: list[str] = []
+    s = R.reconstruct(**run, log=lines.append)  # type: ignore[arg-type]
+    again = load(path)
+    assert key not in again.entries and again.failed[key] == why, (s, again.failed)
+    assert s["probed"] == [] and s["predicted"] == [], s
+    assert any("1 withdrawn answers left as they are" in x for x in lines), lines
+
+
 def test_reconstruct_in_worker_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The parallel path (one process per answer, as on the GPU runner) writes the same entries."""
     shapes = [(48, 4, k) for k in (200, 300, 1100, 1300)]

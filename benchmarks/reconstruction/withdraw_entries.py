@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from fixbits.probe.profile import load  # noqa: E402
+from fixbits.probe.reconstruct import WITHDRAWN  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     entries = {k: e for k, e in prof.entries.items() if k not in args.keys}
     failed = dict(prof.failed)
     for k in args.keys:
-        failed[k] = f"withdrawn: {args.why} (was: {prof.entries[k].note})"
+        failed[k] = f"{WITHDRAWN}{args.why} (was: {prof.entries[k].note})"
     dataclasses.replace(prof, entries=entries, failed=failed).save(path.parent)
     print(f"{path}: withdrew {len(args.keys)}; {len(entries)} entries, {len(failed)} failed")
     return 0

@@ -416,6 +416,14 @@ def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str,
     return out
 
 
+WITHDRAWN = "withdrawn: "
+
+
+def is_withdrawn(why: Any) -> bool:
+    """Whether a failed-table reason records an entry withdrawn on the GPU's evidence."""
+    return isinstance(why, str) and why.startswith(WITHDRAWN)
+
+
 class OutOfTime(RuntimeError):
     """Phase B passed its per-answer cap (or the run's deadline) between two draws."""
 
@@ -888,6 +896,12 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
         selects = key_selector(only)
         order = [k for k in order if selects(k)]
         log(f"[{in_dtype}->{out_dtype}] only {', '.join(only)}: {len(order)} of {len(sc.groups)} answers")
+    # an answer withdrawn on the GPU's evidence (benchmarks/reconstruction/withdraw_entries.py) is not
+    # predicted again from the same siblings: session 36 re-predicted a23-t11-s14 exactly as session 30
+    kept = [k for k in order if not is_withdrawn(failed.get(k))]
+    if len(kept) < len(order):
+        log(f"[{in_dtype}->{out_dtype}] {len(order) - len(kept)} withdrawn answers left as they are")
+    order = kept
     summary: dict[str, Any] = {"in_dtype": in_dtype, "out_dtype": out_dtype, "library_version": version,
                                "queries": sc.queries, "answers": len(sc.groups), "priority_answers": len(prio),
                                "probed": [], "predicted": [], "failed": {}, "skipped_budget": []}
