@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The next session's device call, chosen by card. On an H200: "a" is issue 4's benchmark (session
+# 31's H200 plan, H200_BENCH_S), "b" issue 7's soundness gate on the H200 (session 32's plan), "c"
+# issue 3's phase B on the H200 itself for the answers of n15's still uncovered fuzz cells. On an
+# H100: that phase B, with n15's fuzz shapes asked of the heuristic too (--narrow-sweep all makes
+# them priority shapes): session 36's H100 scan reached only 64 / 68 of the 223 target answers.
+set -u
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+echo "=== card: $gpu (part ${1:-a})"
+phaseb() {
+  local b=${S37_PHASEB_S:-150}
+  bash runners/device/run_all.sh \
+    reconstruct@phaseb12:$b:--pairs,fp16:fp16,--seed-profiles,matrices/profiles,--fuzz,2000,--narrow-sweep,all,--sweep-share,0.03,--per-answer-s,100,@benchmarks/reconstruction/h100/s36/phaseb_targets_n15_s36b.args \
+    reconstruct@phaseb13:$b:--pairs,bf16:bf16,--seed-profiles,matrices/profiles,--fuzz,2000,--narrow-sweep,all,--sweep-share,0.03,--per-answer-s,100,@benchmarks/reconstruction/h100/s36/phaseb_targets_n15_s36b.args
+}
+if [[ "$gpu" == *H200* ]]; then
+  case "${1:-a}" in
+    a) H200_BENCH_S=${H200_BENCH_S:-300} bash runners/device/s31b_plan.sh ;;
+    b) bash runners/device/s32_plan.sh ;;
+    c) phaseb ;;
+  esac
+else
+  phaseb
+fi
