@@ -29,7 +29,9 @@ prober and the Triton kernels all read this docstring as the contract):
    u[j] = q[j] + q[4+j] + ... + q[28+j] (a chain from +0, j = 0..3) and ((u0 + u1) + u2) + u3
    (measured for the workspace GEMV, ALGO_ID 14, from recorded H200 cells). At level 0
    each part's value is first rounded to ``partial_dtype`` and the merge runs in
-   ``merge_dtype``; inner levels stay in the accumulator type.
+   ``merge_dtype``: each add is the fp32 sum rounded again to a narrow ``merge_dtype`` (two
+   roundings, as cuBLAS's in-place split-K adds a part to an fp16 C); inner levels stay in the
+   accumulator type.
 4. The result is rounded (nearest-even) to ``out_dtype``; each epilogue op then runs in
    fp32 on that rounded value and rounds back to ``out_dtype``, as an eager PyTorch
    epilogue after a library GEMM does.

@@ -213,11 +213,20 @@ def _fma_chains_fp32(ops: _Operands, chains: list[np.ndarray], start: np.ndarray
     return np.moveaxis(acc, -1, 0).astype(np.float64)
 
 
+def _merge_add(x: np.ndarray, y: np.ndarray, dtype: str) -> np.ndarray:
+    """One merge add: the fp32 sum, rounded again to a narrow merge dtype. cuBLAS's in-place
+    split-K (REDUCTION_SCHEME 1, fp16 C) adds each part to C this way: H200 run n15's cell
+    810x14591x32434 of a24-t24-s8-r1 differs from a single rounding to fp16 in one draw, and
+    all 72 recorded shapes of the fp16 r1 entries match the double rounding (session 36)."""
+    s = formats.add_rn(x, y, "fp32")
+    return s if dtype == "fp32" else formats.round_to(s, dtype, "rn")
+
+
 def _merge(values: list[np.ndarray], how: str, dtype: str) -> np.ndarray:
     if how == "chain":
         s = np.zeros_like(values[0])
         for v in values:
-            s = formats.add_rn(s, v, dtype)
+            s = _merge_add(s, v, dtype)
         return s
     if how == "reduce_1block":
         return _reduce_1block(values, dtype)
@@ -228,13 +237,13 @@ def _merge(values: list[np.ndarray], how: str, dtype: str) -> np.ndarray:
     # every lane at once (one add per level, not per lane): lane i takes lane i ^ off
     lanes = np.stack(values)
     for off in offsets:
-        lanes = formats.add_rn(lanes, lanes[np.arange(n) ^ off], dtype)
+        lanes = _merge_add(lanes, lanes[np.arange(n) ^ off], dtype)
     return lanes[0]
 
 
 def _reduce_1block(values: list[np.ndarray], dtype: str) -> np.ndarray:
     """cuBLAS's reduce_1Block_kernel<float, 128, 7> over the block partials (GEMMDesc docstring)."""
-    return reduce_1block_fold(values, lambda x, y: formats.add_rn(x, y, dtype), np.zeros_like(values[0]))
+    return reduce_1block_fold(values, lambda x, y: _merge_add(x, y, dtype), np.zeros_like(values[0]))
 
 
 def _evaluate(

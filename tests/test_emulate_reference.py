@@ -112,15 +112,18 @@ def leaf(desc: GEMMDesc, a: list[Fraction], b: list[Fraction], idx: list[int], s
 
 
 def merge(values: list[Fraction], how: str, fmt: str) -> Fraction:
+    def add(x: Fraction, y: Fraction) -> Fraction:  # the fp32 sum, rounded again to a narrow fmt
+        return rnd(rnd(x + y, "fp32"), fmt)
+
     if how == "chain":
         s = Fraction(0)
         for v in values:
-            s = rnd(s + v, fmt)
+            s = add(s, v)
         return s
     lanes = list(values)
     offsets = [1 << i for i in range(len(lanes).bit_length() - 1)]
     for off in offsets if how == "butterfly_up" else offsets[::-1]:
-        lanes = [rnd(lanes[i] + lanes[i ^ off], fmt) for i in range(len(lanes))]
+        lanes = [add(lanes[i], lanes[i ^ off]) for i in range(len(lanes))]
     return lanes[0]
 
 

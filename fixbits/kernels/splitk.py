@@ -97,7 +97,7 @@ def _splitk_merge_kernel(
         total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for p in range(0, P):
             x = tl.load(ptrs + p * swp, mask=mask, other=0.0).to(tl.float32)
-            total = round_to(total + x, MERGE)  # one RN add in merge_dtype (fp32 add then RN is exact here)
+            total = round_to(total + x, MERGE)  # the fp32 sum rounded again to merge_dtype (fixbits.emulate._merge_add)
     else:
         total = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
     epilogue_store(
