@@ -220,6 +220,19 @@ def test_partial_and_merge_dtypes() -> None:
     assert scalar(emulate(three.replace(merge_dtype="bf16"), a3, b3)) == 1.0
 
 
+def test_a_narrow_merge_rounds_the_fp32_sum_again() -> None:
+    # parts 1 and 2^-11 + 2^-30 merged in fp16: the fp32 sum drops 2^-30 and leaves a tie at fp16,
+    # which goes to even (1.0); one rounding of the exact sum would go up to 1 + 2^-10. cuBLAS's
+    # in-place split-K adds a part to an fp16 C this way (H200 run n15, a24-t24-s8-r1, session 36)
+    a, b = row([1.0, 2.0**-11, 2.0**-15])
+    b[2, 0] = 2.0**-15
+    desc = GEMMDesc(arch="sm_90", instruction="fma", instruction_k=1, in_dtype="fp16", out_dtype="fp32",
+                    use_fast_accum=True, promotion_interval=None, k_cuts=(KCut("contiguous", span=1),))
+    two = desc.replace(k_cuts=(KCut("contiguous", count=2, granule=1),))
+    assert scalar(emulate(two, a, b)) == 1.0 + 2.0**-11  # the fp32 merge drops 2^-30
+    assert scalar(emulate(two.replace(merge_dtype="fp16"), a, b)) == 1.0  # not 1 + 2^-10
+
+
 def test_nested_cuts_chained_chunks() -> None:
     # outer 2 contiguous parts, inner chunks of 2 elements each closing an accumulator
     a, b = row([2.0**11, 1.0, -(2.0**11), 0.0, 1.0, 1.0, 1.0, 1.0])
