@@ -94,15 +94,7 @@ def plan(desc: GEMMDesc, k: int) -> _Node | _Leaf:
 def group_starts(desc: GEMMDesc, k: int) -> frozenset[int]:
     """The K index each instruction group of ``desc`` at K begins with (where readings that
     group K differently part: fixbits.probe.spikes.straddling)."""
-    out: set[int] = set()
-    stack: list[_Node | _Leaf] = [plan(desc, k)]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, _Leaf):
-            out.update(int(g[0]) for g in node.groups if len(g))
-        else:
-            stack.extend(node.parts)
-    return frozenset(out)
+    return frozenset(int(g[0]) for leaf in _leaves(plan(desc, k)) for g in leaf.groups if len(g))
 
 
 class _Operands:
@@ -138,10 +130,7 @@ def _run_leaf(
     leaf: _Leaf, ops: _Operands, desc: GEMMDesc, model: blocks.BlockModel | None, start: np.ndarray
 ) -> np.ndarray:
     acc = start
-    if desc.instruction == "fma":
-        fast = _fma_chains_fp32(ops, [_order(leaf)], start)
-        if fast is not None:
-            return fast[0]
+    if desc.instruction == "fma":  # (the float32 batch was tried first: _evaluate)
         for g in leaf.groups:
             for k in g:
                 acc = formats.fma_rn(ops.a64[:, :, k][:, :, None], ops.bt64[:, :, k][:, None, :], acc)
@@ -255,17 +244,17 @@ def _evaluate(
     chains: dict[int, np.ndarray] | None = None,
 ) -> np.ndarray:
     """``chains``: the fma chains of this subtree already run as one batch (leaf id -> value);
-    an empty dict once the batch was tried and cannot be exact (each leaf then steps its fma)."""
-    if isinstance(node, _Leaf):
-        if chains:
-            return chains[id(node)]
-        return _run_leaf(node, ops, desc, model, start)
-    zero = np.zeros_like(start)
+    an empty dict once the batch was tried and cannot be exact (each leaf then steps its fma,
+    with no second try)."""
     if chains is None and desc.instruction == "fma":
         leaves = _leaves(node)
-        if len(leaves) * zero.size <= _FAST_MAX_VALUES:  # else each part batches its own
-            got = _fma_chains_fp32(ops, [_order(x) for x in leaves], zero)
+        if len(leaves) * start.size <= _FAST_MAX_VALUES:  # else each part batches its own
+            first = start if isinstance(node, _Leaf) else np.zeros_like(start)
+            got = _fma_chains_fp32(ops, [_order(x) for x in leaves], first)
             chains = {} if got is None else {id(x): v for x, v in zip(leaves, got, strict=True)}
+    if isinstance(node, _Leaf):
+        return chains[id(node)] if chains else _run_leaf(node, ops, desc, model, start)
+    zero = np.zeros_like(start)
     values = [_evaluate(p, ops, desc, model, zero, chains) for p in node.parts]
     if node.level == 0:
         values = [formats.round_to(v, desc.partial_dtype, "rn") for v in values]

@@ -18,7 +18,7 @@ from fixbits.desc import GEMMDesc, KCut
 from fixbits.probe import reconstruct as R
 from fixbits.probe.placements import Packer, Placement
 from fixbits.probe.plan import equivalent_on
-from fixbits.probe.profile import load
+from fixbits.probe.profile import WITHDRAWN, load
 
 pytestmark = pytest.mark.unit
 
@@ -120,7 +120,7 @@ def test_a_withdrawn_answer_is_not_predicted_again(tmp_path: Path, monkeypatch: 
     path = tmp_path / "sm_90_cublaslt130100_fp16_fp32.yaml"
     prof = load(path)
     key = "a1-t1-s4-r0-w0-c0-g0"
-    why = R.WITHDRAWN + "the H200's cell differs"
+    why = WITHDRAWN + "the H200's cell differs"
     entries = {k: e for k, e in prof.entries.items() if k != key}
     dataclasses.replace(prof, entries=entries, failed={key: why}).save(tmp_path)
     lines: list[str] = []

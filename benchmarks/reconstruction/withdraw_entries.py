@@ -17,8 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from fixbits.probe.profile import load  # noqa: E402
-from fixbits.probe.reconstruct import WITHDRAWN  # noqa: E402
+from fixbits.probe.profile import WITHDRAWN, load  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,16 @@ PROFILE_DIR = Path(__file__).resolve().parents[2] / "matrices" / "profiles"
 KEY_FIELDS = ("algo_id", "tile_id", "splitk_num", "reduction_scheme", "cta_swizzling", "custom_option", "stages_id")
 
 
+# A failed-table reason that starts so records an entry withdrawn on the GPU's evidence
+# (benchmarks/reconstruction/withdraw_entries.py): reconstruct does not predict it again.
+WITHDRAWN = "withdrawn: "
+
+
+def is_withdrawn(why: Any) -> bool:
+    """Whether a failed-table reason records an entry withdrawn on the GPU's evidence."""
+    return isinstance(why, str) and why.startswith(WITHDRAWN)
+
+
 class ProfileError(ValueError):
     """A profile file is malformed; the message names the file and the key."""
 

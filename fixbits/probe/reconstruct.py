@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from fixbits.probe.profile import ArchProfile, ProfileEntry, answer_key, load, profile_filename
+from fixbits.probe.profile import ArchProfile, ProfileEntry, answer_key, is_withdrawn, load, profile_filename
 
 _POW2 = [1 << i for i in range(0, 15)]
 
@@ -414,14 +414,6 @@ def verify_answers(batch: dict[str, Any], backend: Any = None) -> list[dict[str,
             out.append({**base, "status": "failed", "bad": [],
                         "why": f"the family descriptors of {names} fail here ({why})"})
     return out
-
-
-WITHDRAWN = "withdrawn: "
-
-
-def is_withdrawn(why: Any) -> bool:
-    """Whether a failed-table reason records an entry withdrawn on the GPU's evidence."""
-    return isinstance(why, str) and why.startswith(WITHDRAWN)
 
 
 class OutOfTime(RuntimeError):
