@@ -135,3 +135,20 @@ def test_settling_aims_spikes_only_where_readings_group_k_differently() -> None:
     assert _settle_kinds([truth, truth.replace(merge_dtype="fp32")], 3061, 5)[0] == spikes.KIND  # same groups
     wide = [truth.replace(out_dtype="fp32"), wrong.replace(out_dtype="fp32")]
     assert _settle_kinds(wide, 3061, 5) == ("ordinary", "wide")
+
+
+def test_settling_compares_readings_on_answers_deeper_than_64k() -> None:
+    """H100 s37: every shape of a deep split-K answer had K > 65,536, the comparison skipped them
+    all, and settling kept the first reading (residue last) where the kernel turns it first."""
+    from fixbits.desc import KCut
+    from fixbits.probe.reconstruct import _settle
+
+    truth = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", out_dtype="fp16",
+                     use_fast_accum=True, promotion_interval=None, k_loop_step=128, residue="first",
+                     k_cuts=(KCut("contiguous", count=66, granule=8, merge="chain", aligned_granule=64),))
+    wrong = truth.replace(residue="last")
+    seed, group = 7, [(2, 3, 70_001), (3, 2, 74_619)]
+    task = {"prio": [], "group": group, "in_dtype": "fp16", "seed": seed}
+    alive, used = _settle(EmulatorBackend(truth), [wrong, truth], task)
+    assert used, f"seed {seed}: no settling shape drawn for K {[s[2] for s in group]}"
+    assert alive == [truth], f"seed {seed}: settling on {used} kept {alive}"

@@ -3,6 +3,8 @@
 An entry that mismatches cuBLAS on a fresh shape is a guess, and a profile never guesses
 (fixbits.probe.profile): after withdrawal the answer raises NotInProfile naming the reason,
 so a sweep reports its shapes as not in the profile and fixbits.matmul refuses or falls back.
+A withdrawn answer is not probed again (the same evidence would predict the same entry); with
+``--retry`` the cause is fixed in the prober and the next phase B probes the answer again.
 
     .venv/bin/python benchmarks/reconstruction/withdraw_entries.py PROFILE.yaml KEY [KEY ...] --why TEXT
 """
@@ -25,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("profile")
     ap.add_argument("keys", nargs="+", help="answer keys, e.g. a14-t0-s64-r2-w0-c0-g0")
     ap.add_argument("--why", required=True, help="the evidence, kept in the profile's failed table")
+    ap.add_argument("--retry", action="store_true", help="the prober's cause is fixed: probe the answer again")
     args = ap.parse_args(argv)
     path = Path(args.profile)
     prof = load(path)
@@ -34,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     entries = {k: e for k, e in prof.entries.items() if k not in args.keys}
     failed = dict(prof.failed)
     for k in args.keys:
-        failed[k] = f"{WITHDRAWN}{args.why} (was: {prof.entries[k].note})"
+        failed[k] = f"{'wrong, to probe again: ' if args.retry else WITHDRAWN}{args.why} (was: {prof.entries[k].note})"
     dataclasses.replace(prof, entries=entries, failed=failed).save(path.parent)
     print(f"{path}: withdrew {len(args.keys)}; {len(entries)} entries, {len(failed)} failed")
     return 0

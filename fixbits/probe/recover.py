@@ -574,13 +574,14 @@ def _pin_order(alive: list[GEMMDesc], extra: list[tuple[int, int, int]], *, max_
 
     ``extra`` comes cheapest first; one shape per K, spread over K mod 128 (the residue turn,
     k_loop_step and split granules show at K that is not a multiple of them; two readings that
-    differ only in step 32 vs 64 agree at every K with K mod 64 < 32), up to ``max_k`` K."""
+    differ only in step 32 vs 64 agree at every K with K mod 64 < 32), up to ``max_k`` K, none
+    past ``k_cap`` (None: no cap)."""
     cache = {} if cache is None else cache
     per_k: dict[int, tuple[int, int, int]] = {}
     buckets: set[int] = set()
     for sh in extra:
         k = sh[2]
-        if k in per_k or k < 3 or k > k_cap:
+        if k in per_k or k < 3 or (k_cap is not None and k > k_cap):
             continue
         if (k % 128) in buckets and len(per_k) >= max_k // 2:
             continue
