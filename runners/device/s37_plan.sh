@@ -4,14 +4,16 @@
 # issue 3's phase B on the H200 itself for the answers of n15's still uncovered fuzz cells. On an
 # H100: that phase B, with n15's fuzz shapes asked of the heuristic too (--narrow-sweep all makes
 # them priority shapes): session 36's H100 scan reached only 64 / 68 of the 223 target answers.
+# S37_TARGETS names the answer list (default: the answers of n15's cells still uncovered or wrong after
+# session 37's first call).
 set -u
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 echo "=== card: $gpu (part ${1:-a})"
 phaseb() {
   local b=${S37_PHASEB_S:-150}
   bash runners/device/run_all.sh \
-    reconstruct@phaseb12:$b:--pairs,fp16:fp16,--seed-profiles,matrices/profiles,--fuzz,2000,--narrow-sweep,all,--sweep-share,0.03,--per-answer-s,100,@benchmarks/reconstruction/h100/s36/phaseb_targets_n15_s36b.args \
-    reconstruct@phaseb13:$b:--pairs,bf16:bf16,--seed-profiles,matrices/profiles,--fuzz,2000,--narrow-sweep,all,--sweep-share,0.03,--per-answer-s,100,@benchmarks/reconstruction/h100/s36/phaseb_targets_n15_s36b.args
+    reconstruct@phaseb12:$b:--pairs,fp16:fp16,--seed-profiles,matrices/profiles,--fuzz,2000,--narrow-sweep,all,--sweep-share,0.03,--per-answer-s,100,@${S37_TARGETS:-benchmarks/reconstruction/h100/s37/phaseb_targets_n15_s37.args} \
+    reconstruct@phaseb13:$b:--pairs,bf16:bf16,--seed-profiles,matrices/profiles,--fuzz,2000,--narrow-sweep,all,--sweep-share,0.03,--per-answer-s,100,@${S37_TARGETS:-benchmarks/reconstruction/h100/s37/phaseb_targets_n15_s37.args}
 }
 if [[ "$gpu" == *H200* ]]; then
   case "${1:-a}" in
