@@ -5,7 +5,9 @@
 # H100: that phase B, with n15's fuzz shapes asked of the heuristic too (--narrow-sweep all makes
 # them priority shapes): session 36's H100 scan reached only 64 / 68 of the 223 target answers.
 # S37_TARGETS names the answer list (default: the answers of n15's cells still uncovered or wrong after
-# session 37's first call).
+# session 37's first call). S37_FP8_S > 0 adds, on the H100, fp8_e4m3 -> fp32 reconstruction for that many
+# seconds: 316 of its answers failed in session 9 because every shape reaching them was over 150M
+# elements, a cap the device no longer has (it is bounded by memory only).
 set -u
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 echo "=== card: $gpu (part ${1:-a})"
@@ -23,4 +25,8 @@ if [[ "$gpu" == *H200* ]]; then
   esac
 else
   phaseb
+  if [[ ${S37_FP8_S:-0} -gt 0 ]]; then
+    bash runners/device/run_all.sh \
+      reconstruct@fp8a:$S37_FP8_S:--pairs,fp8_e4m3:fp32,--seed-profiles,matrices/profiles,--fuzz,500,--sweep-share,0.05,--per-answer-s,90
+  fi
 fi
