@@ -7,7 +7,9 @@
 # S37_TARGETS names the answer list (default: the answers of n15's cells still uncovered or wrong after
 # session 37's first call). S37_FP8_S > 0 adds, on the H100, fp8_e4m3 -> fp32 reconstruction for that many
 # seconds: 316 of its answers failed in session 9 because every shape reaching them was over 150M
-# elements, a cap the device no longer has (it is bounded by memory only).
+# elements, a cap the device no longer has (it is bounded by memory only). S37_FP8_SWEEP is the share of
+# that budget kept for the sweep of S37_FP8_FUZZ fuzz shapes against the profile; S37_PHASEB_S=0 skips
+# phase B.
 set -u
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 echo "=== card: $gpu (part ${1:-a})"
@@ -24,9 +26,9 @@ if [[ "$gpu" == *H200* ]]; then
     c) phaseb ;;
   esac
 else
-  phaseb
+  [[ ${S37_PHASEB_S:-150} -gt 0 ]] && phaseb
   if [[ ${S37_FP8_S:-0} -gt 0 ]]; then
     bash runners/device/run_all.sh \
-      reconstruct@fp8a:$S37_FP8_S:--pairs,fp8_e4m3:fp32,--seed-profiles,matrices/profiles,--fuzz,500,--sweep-share,0.05,--per-answer-s,90
+      reconstruct@fp8a:$S37_FP8_S:--pairs,fp8_e4m3:fp32,--seed-profiles,matrices/profiles,--fuzz,${S37_FP8_FUZZ:-500},--sweep-share,${S37_FP8_SWEEP:-0.05},--per-answer-s,90
   fi
 fi
