@@ -9,7 +9,9 @@
 # seconds: 316 of its answers failed in session 9 because every shape reaching them was over 150M
 # elements, a cap the device no longer has (it is bounded by memory only). S37_FP8_SWEEP is the share of
 # that budget kept for the sweep of S37_FP8_FUZZ fuzz shapes against the profile; S37_PHASEB_S=0 skips
-# phase B.
+# phase B. S37_FP8_CHECK_S > 0 sweeps 2,000 fp8 fuzz shapes (and the realistic ones) against the committed
+# profile alone, no probing: the cells it cannot check in time are checked on the CPU afterwards
+# (reconstruct.py --check DIR --only-unchecked).
 set -u
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 echo "=== card: $gpu (part ${1:-a})"
@@ -30,5 +32,9 @@ else
   if [[ ${S37_FP8_S:-0} -gt 0 ]]; then
     bash runners/device/run_all.sh \
       reconstruct@fp8a:$S37_FP8_S:--pairs,fp8_e4m3:fp32,--seed-profiles,matrices/profiles,--fuzz,${S37_FP8_FUZZ:-500},--sweep-share,${S37_FP8_SWEEP:-0.05},--per-answer-s,90
+  fi
+  if [[ ${S37_FP8_CHECK_S:-0} -gt 0 ]]; then
+    bash runners/device/run_all.sh \
+      reconstruct@fp8s:$S37_FP8_CHECK_S:--pairs,fp8_e4m3:fp32,--profiles,matrices/profiles,--fuzz,2000
   fi
 fi
