@@ -18,7 +18,7 @@ from fixbits.desc import GEMMDesc, KCut
 from fixbits.probe import reconstruct as R
 from fixbits.probe.placements import Packer, Placement
 from fixbits.probe.plan import equivalent_on
-from fixbits.probe.profile import WITHDRAWN, load
+from fixbits.probe.profile import TO_PROBE_AGAIN, WITHDRAWN, load
 
 pytestmark = pytest.mark.unit
 
@@ -107,9 +107,11 @@ def test_reconstruct_only_probes_the_selected_answers(tmp_path: Path, monkeypatc
     assert any("only a1-s4: 1 of 2 answers" in x for x in lines), lines
 
 
-def test_a_withdrawn_answer_is_not_predicted_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("prefix", [WITHDRAWN, TO_PROBE_AGAIN])
+def test_a_withdrawn_answer_is_left_and_one_to_probe_again_is_probed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefix: str) -> None:
     """An entry withdrawn on the GPU's evidence stays in the failed table on a resumed run (session
-    36 re-predicted a withdrawn fp16 answer from the same sibling, and it was wrong again)."""
+    36 re-predicted a withdrawn fp16 answer from the same sibling, and it was wrong again); one
+    marked to probe again (its cause fixed in the prober) is probed again."""
     import dataclasses
 
     shapes = [(48, 4, k) for k in (200, 300, 1100, 1300)]
@@ -120,15 +122,19 @@ def test_a_withdrawn_answer_is_not_predicted_again(tmp_path: Path, monkeypatch: 
     path = tmp_path / "sm_90_cublaslt130100_fp16_fp32.yaml"
     prof = load(path)
     key = "a1-t1-s4-r0-w0-c0-g0"
-    why = WITHDRAWN + "the H200's cell differs"
+    why = prefix + "the H200's cell differs"
     entries = {k: e for k, e in prof.entries.items() if k != key}
     dataclasses.replace(prof, entries=entries, failed={key: why}).save(tmp_path)
     lines: list[str] = []
     s = R.reconstruct(**run, log=lines.append)  # type: ignore[arg-type]
     again = load(path)
-    assert key not in again.entries and again.failed[key] == why, (s, again.failed)
-    assert s["probed"] == [] and s["predicted"] == [], s
-    assert any("1 withdrawn answers left as they are" in x for x in lines), lines
+    if prefix == TO_PROBE_AGAIN:
+        assert key in again.entries and key not in again.failed, (s, again.failed)
+        assert again.entries[key].desc == prof.entries[key].desc, again.entries[key]
+    else:
+        assert key not in again.entries and again.failed[key] == why, (s, again.failed)
+        assert s["probed"] == [] and s["predicted"] == [], s
+        assert any("1 withdrawn answers left as they are" in x for x in lines), lines
 
 
 def test_reconstruct_in_worker_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

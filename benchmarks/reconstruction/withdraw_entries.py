@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from fixbits.probe.profile import WITHDRAWN, load  # noqa: E402
+from fixbits.probe.profile import TO_PROBE_AGAIN, WITHDRAWN, load  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     entries = {k: e for k, e in prof.entries.items() if k not in args.keys}
     failed = dict(prof.failed)
     for k in args.keys:
-        failed[k] = f"{'wrong, to probe again: ' if args.retry else WITHDRAWN}{args.why} (was: {prof.entries[k].note})"
+        failed[k] = f"{TO_PROBE_AGAIN if args.retry else WITHDRAWN}{args.why} (was: {prof.entries[k].note})"
     dataclasses.replace(prof, entries=entries, failed=failed).save(path.parent)
     print(f"{path}: withdrew {len(args.keys)}; {len(entries)} entries, {len(failed)} failed")
     return 0

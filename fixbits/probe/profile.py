@@ -26,6 +26,9 @@ KEY_FIELDS = ("algo_id", "tile_id", "splitk_num", "reduction_scheme", "cta_swizz
 # A failed-table reason that starts so records an entry withdrawn on the GPU's evidence
 # (benchmarks/reconstruction/withdraw_entries.py): reconstruct does not predict it again.
 WITHDRAWN = "withdrawn: "
+# One that starts so records an entry shown wrong whose cause is fixed in the prober: a resumed run
+# probes it again like any failed answer.
+TO_PROBE_AGAIN = "wrong, to probe again: "
 
 
 def is_withdrawn(why: Any) -> bool:
