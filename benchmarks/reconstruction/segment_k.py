@@ -1,20 +1,24 @@
 #!/usr/bin/env python3
-"""Hold split-K readings to the partial-wave cells of a segment-K answer's recorded sweep cases.
+"""A segment-K answer's recorded sweep cases: where its entry misses, and split readings there.
 
-Session 37 (segment_k_tiles.py): the a42-t15-s-1 bf16 kernel sums the tiles of its last, partial
-wave another way than the full waves. This tries two readings of that on the sampled cells of
-those tiles only (CPU emulation), per recorded case, shallowest K first:
+Session 37: the bf16->bf16 entry of the segment-K answer a42-t15-s-1 matched its one probe shape
+and missed 17 of n15's 19 H200 shapes. Per recorded case, shallowest K first (CPU emulation):
 
+- ``tiles``: the row tiles whose sampled cells differ from the entry, next to the tiles of the
+  last, partial wave (tile index >= SMS * floor(tiles / SMS)), to tell a wrong descriptor (misses
+  anywhere) from a kernel that sums the partial wave's tiles another way (misses only there).
+  Tiles are numbered by row tile, the launch order only where N fits one column tile (all of
+  a42's recorded shapes have N <= 7);
 - ``even``: the entry with K cut into COUNT contiguous parts (granule 64, parts chained), for
   every COUNT in 2..66; prints the counts that fit;
 - ``streamk``: the wave's 64-deep K iterations dealt over SMS CTAs (ceil or floor per CTA), so a
   tile's cuts fall at its own offsets; parts emulated from zero in fp32 and summed in K order or
   reversed; prints which variants fit.
 
-    .venv/bin/python benchmarks/reconstruction/segment_k_splits.py even \\
+    .venv/bin/python benchmarks/reconstruction/segment_k.py tiles \\
         benchmarks/reconstruction/h200/s14/n15 \\
         benchmarks/reconstruction/h100/s37/phaseb13/profiles/sm_90_cublaslt130100_bf16_bf16.yaml \\
-        a42-t15-s-1-r2-w0-c0-g35 --cases 12
+        a42-t15-s-1-r2-w0-c0-g35
 """
 
 from __future__ import annotations
@@ -59,6 +63,31 @@ def partial_cells(rec: dict[str, Any], tile_m: int, sms: int) -> tuple[int, list
     return tiles - full, out
 
 
+def tiles_missed(desc: GEMMDesc, rec: dict[str, Any], tile_m: int) -> tuple[set[int], set[int]]:
+    """(row tiles with a differing sampled cell, row tiles whose sampled cells all match)."""
+    a, b, sizes = sampled_operands(rec)
+    got = np.asarray(rec["got"], dtype=np.uint32).view(np.float32)
+    em = emulate(desc, a, b)
+    bad: set[int] = set()
+    good: set[int] = set()
+    r0 = c0 = off = 0
+    for draw, (rr, cc) in zip(rec["draws"], sizes, strict=True):
+        want = to_dtype(got[off:off + rr * cc].reshape(rr, cc), rec["out_dtype"])
+        diff = bits(np.ascontiguousarray(em[r0:r0 + rr, c0:c0 + cc])) != bits(np.ascontiguousarray(want))
+        for i, row in enumerate(draw["rows"]):
+            (bad if diff[i].any() else good).add(row // tile_m)
+        r0, c0, off = r0 + rr, c0 + cc, off + rr * cc
+    return bad, good - bad
+
+
+def _tiles_line(desc: GEMMDesc, rec: dict[str, Any], tile_m: int, sms: int) -> str:
+    tiles = math.ceil(rec["m"] / tile_m)
+    full = sms * (tiles // sms)
+    bad, good = tiles_missed(desc, rec, tile_m)
+    return (f"{tiles} tiles, partial wave from {full}; missed tiles {sorted(bad)}; matched: "
+            f"{sum(t < full for t in good)} in full waves, {sorted(t for t in good if t >= full)} in the partial one")
+
+
 def _same(em: np.ndarray, want: np.ndarray, out_dtype: str) -> bool:
     return bool((bits(np.ascontiguousarray(to_dtype(em, out_dtype))) == bits(np.ascontiguousarray(want))).all())
 
@@ -101,7 +130,7 @@ def streamk_fits(desc: GEMMDesc, rec: dict[str, Any], partial: int, cells: list,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("reading", choices=["even", "streamk"])
+    ap.add_argument("reading", choices=["tiles", "even", "streamk"])
     ap.add_argument("run_dir", type=Path, help="a device run directory with sweep_samples/")
     ap.add_argument("profile", type=Path, help="a profile YAML that still holds the entry")
     ap.add_argument("key", help="the answer key")
@@ -118,10 +147,14 @@ def main(argv: list[str] | None = None) -> int:
             for r in json.loads(gzip.open(f).read()) if r.get("key") == args.key]
     recs.sort(key=lambda r: r["k"])
     for rec in recs[:args.cases or None]:
+        if args.reading == "tiles":
+            print(f"{rec['m']}x{rec['n']}x{rec['k']}: {_tiles_line(desc, rec, args.tile_m, args.sms)}", flush=True)
+            continue
         partial, cells = partial_cells(rec, args.tile_m, args.sms)
         got = (even_counts(desc, cells, rec["out_dtype"]) if args.reading == "even"
                else streamk_fits(desc, rec, partial, cells, args.sms))
         print(f"{rec['m']}x{rec['n']}x{rec['k']}: {partial} tiles in the partial wave; fits: {got}", flush=True)
+    print(f"{len(recs)} recorded cases of {args.key}")
     return 0
 
 
