@@ -28,6 +28,7 @@ import gzip
 import json
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,51 +46,60 @@ from fixbits.probe.sweep import sampled_operands  # noqa: E402
 STEP = 64  # the kernel's K tile (its name's tilesize64x64x64)
 
 
+def _wave(m: int, tile_m: int, sms: int) -> tuple[int, int]:
+    """(row tiles, index of the first tile of the last, partial wave)."""
+    tiles = math.ceil(m / tile_m)
+    return tiles, sms * (tiles // sms)
+
+
+def draw_blocks(rec: dict[str, Any]) -> Iterator[tuple[list[int], np.ndarray, np.ndarray, np.ndarray]]:
+    """Per draw of a recorded case: its sampled output rows, their A rows, its B columns, and
+    cuBLAS's cells there in the output dtype."""
+    a, b, sizes = sampled_operands(rec)
+    got = np.asarray(rec["got"], dtype=np.uint32).view(np.float32)
+    r0 = c0 = off = 0
+    for draw, (rr, cc) in zip(rec["draws"], sizes, strict=True):
+        yield (draw["rows"], a[r0:r0 + rr], b[:, c0:c0 + cc],
+               to_dtype(got[off:off + rr * cc].reshape(rr, cc), rec["out_dtype"]))
+        r0, c0, off = r0 + rr, c0 + cc, off + rr * cc
+
+
+def _bits(x: np.ndarray, out_dtype: str) -> np.ndarray:
+    return bits(np.ascontiguousarray(to_dtype(x, out_dtype)))
+
+
 def partial_cells(rec: dict[str, Any], tile_m: int, sms: int) -> tuple[int, list[tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]]]:
     """(tiles in the partial wave, per draw: A rows, B columns, cuBLAS cells, wave tile of each row)
     for the sampled rows that fall in the partial wave."""
-    tiles = math.ceil(rec["m"] / tile_m)
-    full = sms * (tiles // sms)
-    a, b, sizes = sampled_operands(rec)
-    got = np.asarray(rec["got"], dtype=np.uint32).view(np.float32)
-    out, r0, c0, off = [], 0, 0, 0
-    for draw, (rr, cc) in zip(rec["draws"], sizes, strict=True):
-        rows = [i for i, row in enumerate(draw["rows"]) if row // tile_m >= full]
-        want = to_dtype(got[off:off + rr * cc].reshape(rr, cc), rec["out_dtype"])
-        if rows:
-            out.append((a[r0:r0 + rr][rows], b[:, c0:c0 + cc], want[rows],
-                        [draw["rows"][i] // tile_m - full for i in rows]))
-        r0, c0, off = r0 + rr, c0 + cc, off + rr * cc
+    tiles, full = _wave(rec["m"], tile_m, sms)
+    out = []
+    for rows, a, b, want in draw_blocks(rec):
+        sel = [i for i, row in enumerate(rows) if row // tile_m >= full]
+        if sel:
+            out.append((a[sel], b, want[sel], [rows[i] // tile_m - full for i in sel]))
     return tiles - full, out
 
 
 def tiles_missed(desc: GEMMDesc, rec: dict[str, Any], tile_m: int) -> tuple[set[int], set[int]]:
     """(row tiles with a differing sampled cell, row tiles whose sampled cells all match)."""
-    a, b, sizes = sampled_operands(rec)
-    got = np.asarray(rec["got"], dtype=np.uint32).view(np.float32)
-    em = emulate(desc, a, b)
     bad: set[int] = set()
     good: set[int] = set()
-    r0 = c0 = off = 0
-    for draw, (rr, cc) in zip(rec["draws"], sizes, strict=True):
-        want = to_dtype(got[off:off + rr * cc].reshape(rr, cc), rec["out_dtype"])
-        diff = bits(np.ascontiguousarray(em[r0:r0 + rr, c0:c0 + cc])) != bits(np.ascontiguousarray(want))
-        for i, row in enumerate(draw["rows"]):
+    for rows, a, b, want in draw_blocks(rec):
+        diff = _bits(emulate(desc, a, b), rec["out_dtype"]) != _bits(want, rec["out_dtype"])
+        for i, row in enumerate(rows):
             (bad if diff[i].any() else good).add(row // tile_m)
-        r0, c0, off = r0 + rr, c0 + cc, off + rr * cc
     return bad, good - bad
 
 
 def _tiles_line(desc: GEMMDesc, rec: dict[str, Any], tile_m: int, sms: int) -> str:
-    tiles = math.ceil(rec["m"] / tile_m)
-    full = sms * (tiles // sms)
+    tiles, full = _wave(rec["m"], tile_m, sms)
     bad, good = tiles_missed(desc, rec, tile_m)
     return (f"{tiles} tiles, partial wave from {full}; missed tiles {sorted(bad)}; matched: "
             f"{sum(t < full for t in good)} in full waves, {sorted(t for t in good if t >= full)} in the partial one")
 
 
 def _same(em: np.ndarray, want: np.ndarray, out_dtype: str) -> bool:
-    return bool((bits(np.ascontiguousarray(to_dtype(em, out_dtype))) == bits(np.ascontiguousarray(want))).all())
+    return bool((_bits(em, out_dtype) == _bits(want, out_dtype)).all())
 
 
 def even_counts(desc: GEMMDesc, cells: list, out_dtype: str) -> list[int]:

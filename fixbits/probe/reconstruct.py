@@ -503,8 +503,8 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
             return None, [], ", ".join(f"{m}x{n}x{k}" for m, n, k in used), -1
         if not queue and len(alive) > 1 and extra_rounds:
             extra_rounds -= 1
-            order = [x for x, _ in _pin_order(alive, list(task.get("prio", [])) + pick(task["group"], 200, task["in_dtype"]),
-                                              k_cap=None) if x not in used]
+            order = [x for x, _ in _pin_order(alive, list(task.get("prio", [])) + pick(task["group"], 200, task["in_dtype"]))
+                     if x not in used]
             if order:
                 queue.append(order[0])
     settled_note = ""
@@ -573,18 +573,15 @@ def _settle(bk: Any, alive: list[Any], task: dict[str, Any]) -> tuple[list[Any],
     used to keep the first survivor; in run s13/a2x that was a wrong K-loop step on seven
     answers (32 for 64, 64 for 32, 128 for 64), each wrong on 1 to 5 of 10 later draws.
     Readings equal at every K of the answer's shapes that _pin_order samples (up to 16, spread
-    over K mod 128) are taken as one reading: the first is kept. No K is too deep to compare at
-    (the address map costs 0.3 s for 8 readings at K 284,617): with the old 64k cap, answers
-    whose shapes are all deeper kept the first reading unseen, residue last where the kernel
-    turns it first (H100 s37, eight fp16 a24-t11 and two bf16 a23 entries wrong on n15's H200
-    cells)."""
+    over K mod 128) are taken as one reading: the first is kept (_pin_order compares at any K:
+    with its old 64k cap, deep answers kept residue last where the kernel turns it first)."""
     from fixbits.probe.recover import _pin_order, verify_draws
 
     shapes = list(task.get("prio", [])) + pick(task["group"], 200, task["in_dtype"])
     used: list[tuple[int, int, int]] = []
     cache: dict[tuple[int, int], Any] = {}
     while True:
-        order = _pin_order(alive, shapes, k_cap=None, cache=cache)
+        order = _pin_order(alive, shapes, cache=cache)
         if not order:
             return alive[:1], used
         if len(used) == 2:  # two settling shapes and they still part: ambiguous

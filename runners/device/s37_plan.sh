@@ -16,10 +16,10 @@ set -u
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 echo "=== card: $gpu (part ${1:-a})"
 phaseb() {
-  local b=${S37_PHASEB_S:-150}
+  local b=${S37_PHASEB_S:-150} targets=${S37_TARGETS:-benchmarks/reconstruction/h100/s37/phaseb_targets_n15_s37.args}
   bash runners/device/run_all.sh \
-    reconstruct@phaseb12:$b:--pairs,fp16:fp16,--seed-profiles,matrices/profiles,--fuzz,2000,--narrow-sweep,all,--sweep-share,0.03,--per-answer-s,100,@${S37_TARGETS:-benchmarks/reconstruction/h100/s37/phaseb_targets_n15_s37.args} \
-    reconstruct@phaseb13:$b:--pairs,bf16:bf16,--seed-profiles,matrices/profiles,--fuzz,2000,--narrow-sweep,all,--sweep-share,0.03,--per-answer-s,100,@${S37_TARGETS:-benchmarks/reconstruction/h100/s37/phaseb_targets_n15_s37.args}
+    reconstruct@phaseb12:$b:--pairs,fp16:fp16,--seed-profiles,matrices/profiles,--fuzz,2000,--narrow-sweep,all,--sweep-share,0.03,--per-answer-s,100,@$targets \
+    reconstruct@phaseb13:$b:--pairs,bf16:bf16,--seed-profiles,matrices/profiles,--fuzz,2000,--narrow-sweep,all,--sweep-share,0.03,--per-answer-s,100,@$targets
 }
 if [[ "$gpu" == *H200* ]]; then
   case "${1:-a}" in
