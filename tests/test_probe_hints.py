@@ -258,3 +258,77 @@ def test_predicted_answers_are_logged_with_their_seconds(tmp_path: Path, monkeyp
     for key in s["predicted"]:
         line = next((x for x in lines if x.startswith(f"  {key} ") and "[B]: predicted" in x), None)
         assert line is not None and "s)" in line, (key, lines)
+
+
+def test_prediction_reads_the_split_granule_where_the_base_cannot_tell() -> None:
+    """H100 s38: fp8 a66 entries carried a base's span granule (64) to answers whose kernel rounds
+    spans to 128; their two verification shapes had ceil(K / count) round alike both ways, and
+    every cell of 16 fresh shapes missed. The answer's other shapes part the two readings."""
+    from fixbits.backends import EmulatorBackend
+
+    base = STEP128.replace(k_cuts=(KCut("contiguous", count=4, granule=64),))
+    truth = STEP128.replace(k_cuts=(KCut("contiguous", count=4, granule=128),))
+    group = [(16, 4, 2000), (16, 4, 1900), (16, 4, 1200)]
+    assert equivalent_on(base, truth, 2000) and equivalent_on(base, truth, 1900)
+    assert not equivalent_on(base, truth, 1200)
+    assert truth in R._granule_variants(base)
+    task = {"seed": 13, "prio": [], "group": group, "in_dtype": "fp16"}
+    desc, used, note, src = R._predict(EmulatorBackend(truth), [base], task, group[:2])
+    assert desc is not None and src == 0, note
+    for k in (2000, 1900, 1200):
+        assert equivalent_on(desc, truth, k), (k, desc, used)
+    assert "granule 128" in note, note
+
+
+def test_granule_variants_leave_gemvs_and_single_pass_alone() -> None:
+    assert R._granule_variants(STEP128) == [] and R._granule_variants(LANES8) == []
+    readings = {(d.k_cuts[0].granule, d.k_cuts[0].aligned_granule) for d in R._granule_variants(SPLIT)}
+    assert readings == {(128, None), (64, None)}, readings
+
+
+class _HeuristicEmulator:
+    """The emulator as cuBLAS, with a heuristic that sends K in ``reach`` to answer ``key``."""
+
+    def __init__(self, truth: GEMMDesc, key: str, reach: range) -> None:
+        from fixbits.backends import EmulatorBackend
+
+        self._bk, self.key, self.reach, self.asked = EmulatorBackend(truth), key, reach, []
+        self.lt = self
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._bk, name)
+
+    def heuristic(self, m: int, n: int, k: int, in_dtype: str, out_dtype: str) -> str:
+        self.asked.append((m, n, k))
+        return self.key if k in self.reach else "a1-t1-s1-r0-w0-c0-g0"
+
+
+def test_settling_asks_the_heuristic_for_a_k_where_readings_part() -> None:
+    """H100 s38: an fp8 a66 answer seen only at K where ceil(K / count) rounds alike to 64 and
+    128 kept the base's granule 64; fresh shapes at other K missed every cell. Phase B now asks
+    the heuristic for this answer's shapes at K where the readings part and draws there."""
+    base = STEP128.replace(k_cuts=(KCut("contiguous", count=4, granule=64),))
+    truth = STEP128.replace(k_cuts=(KCut("contiguous", count=4, granule=128),))
+    group = [(16, 4, 2000), (16, 4, 1900)]
+    key = "a66-t10-s4-r2-w0-c1-g0"
+    bk = _HeuristicEmulator(truth, key, range(1500, 2001))  # K 1540..1792 part 64 from 128
+    task = {"seed": 13, "prio": [], "group": group, "in_dtype": "fp16", "out_dtype": "fp32", "key": key}
+    desc, used, note, src = R._predict(bk, [base], task, group)
+    assert desc is not None, note
+    assert [sh for sh in used if sh not in group], used  # a shape the heuristic named
+    assert all(1500 <= k <= 2000 for _, _, k in used), used
+    for k in (2000, 1900, 1200, 1950):
+        assert equivalent_on(desc, truth, k), (k, desc, used)
+
+
+def test_settling_keeps_the_first_reading_where_the_heuristic_never_reaches_a_parting_k() -> None:
+    base = STEP128.replace(k_cuts=(KCut("contiguous", count=4, granule=64),))
+    truth = STEP128.replace(k_cuts=(KCut("contiguous", count=4, granule=128),))
+    group = [(16, 4, 2000), (16, 4, 1900)]
+    key = "a66-t10-s4-r2-w0-c1-g0"
+    bk = _HeuristicEmulator(truth, key, range(1900, 2001, 100))  # only the answer's own K
+    task = {"seed": 13, "prio": [], "group": group, "in_dtype": "fp16", "out_dtype": "fp32", "key": key}
+    desc, used, note, src = R._predict(bk, [base], task, group)
+    assert desc is not None and sorted(used) == sorted(group), (note, used)
+    assert desc.k_cuts == base.k_cuts, desc  # the first reading, unseen: the evidence has no more
+    assert 0 < len(bk.asked) <= R.HEURISTIC_ASKS, bk.asked

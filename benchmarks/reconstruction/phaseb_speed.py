@@ -142,7 +142,7 @@ def run_shape(case: Case, shape: tuple[int, int, int], draws: int, cells: int, s
 
     readings: list[Any] = []
     for b in case.bases:
-        readings += R._step_variants(b) + R._reduction_variants(b)
+        readings += R._step_variants(b) + R._reduction_variants(b) + R._granule_variants(b)
     readings = list(dict.fromkeys(readings))
     box = SampledBox(case.truth)
     t0 = time.process_time()

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Hold phase-B predicted entries to a device sweep's recorded cells, with their K-loop step and
-residue-turn readings side by side.
+residue-turn readings (or, with --readings granule, their split span granules) side by side.
 
 Run s13/a2x showed why: phase B kept the first reading its two draws per shape could not reject,
 and seven answers came out at step 32 where the kernel steps 64 (wrong on 1 to 5 of 10 sweep
@@ -42,14 +42,14 @@ def _differs(v: Any, desc: Any, k: int) -> bool:
     return bool(_signature(v, k) != _signature(desc, k))
 
 
-def _judge(job: tuple[str, str, dict[str, Any], list[dict[str, Any]]]) -> dict[str, Any]:
+def _judge(job: tuple[str, str, dict[str, Any], list[dict[str, Any]], str]) -> dict[str, Any]:
     from fixbits.desc import GEMMDesc
-    from fixbits.probe.reconstruct import _step_variants
+    from fixbits.probe.reconstruct import _granule_variants, _step_variants
     from fixbits.probe.sweep import draw_mismatches, sampled_operands
 
-    pair, key, desc_d, recs = job
+    pair, key, desc_d, recs, readings = job
     desc = GEMMDesc.from_dict(desc_d)
-    variants = [v for v in _step_variants(desc) if v != desc]
+    variants = [v for v in (_granule_variants(desc) if readings == "granule" else _step_variants(desc)) if v != desc]
     alive = {i: True for i in range(len(variants))}
     parted: set[int] = set()
     cases, entry_bad = 0, []
@@ -62,6 +62,9 @@ def _judge(job: tuple[str, str, dict[str, Any], list[dict[str, Any]]]) -> dict[s
         cases += 1
         if sum(bad):
             entry_bad.append(f"{r['m']}x{r['n']}x{k}")
+            for i in range(len(variants)):  # equal to the entry at this K: they miss the same cells
+                if i not in differ:
+                    alive[i] = False
         for i in differ:
             parted.add(i)
             vb, _ = draw_mismatches(variants[i], a, b, sizes, got, r["out_dtype"])
@@ -75,8 +78,17 @@ def _judge(job: tuple[str, str, dict[str, Any], list[dict[str, Any]]]) -> dict[s
     else:
         verdict = "ambiguous" if left else "confirmed"
     return {"pair": pair, "key": key, "verdict": verdict, "cases": cases, "entry_misses": entry_bad,
-            "step": desc.k_loop_step, "residue": desc.residue,
-            "also_fit": [f"step {v.k_loop_step}, residue {v.residue}" for v in left]}
+            "step": desc.k_loop_step, "residue": desc.residue, "granule": _granule(desc),
+            "also_fit": [f"step {v.k_loop_step}, residue {v.residue}, granule {_granule(v)}" for v in left],
+            "fits": [f"step {v.k_loop_step}, residue {v.residue}, granule {_granule(v)}" for i, v in enumerate(variants)
+                     if i in parted and alive[i]] if entry_bad else []}
+
+
+def _granule(desc: Any) -> str:
+    c = desc.k_cuts[0] if desc.k_cuts else None
+    if c is None or c.count is None:
+        return "-"
+    return f"{c.granule}" + (f"/{c.aligned_granule}" if c.aligned_granule else "")
 
 
 def main() -> int:
@@ -87,6 +99,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True, help="JSONL, one verdict per entry")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--kmax", type=int, default=400_000, help="skip recorded cases deeper than this")
+    ap.add_argument("--readings", choices=("step", "granule"), default="step",
+                    help="the variants held against the entry: K-loop step / residue turn, or split span granule")
     args = ap.parse_args()
 
     from fixbits.probe.profile import available, load
@@ -103,7 +117,7 @@ def main() -> int:
             if e.desc is None or not re.fullmatch(args.keys, key) or args.note not in (e.note or ""):
                 continue
             recs = sorted(by_key.get((prof.dtype, prof.out_dtype, key), []), key=lambda r: r["k"])
-            jobs.append((f"{prof.dtype}->{prof.out_dtype}", key, e.desc.to_dict(), recs))
+            jobs.append((f"{prof.dtype}->{prof.out_dtype}", key, e.desc.to_dict(), recs, args.readings))
     jobs.sort(key=lambda j: sum(r["k"] for r in j[3]))  # cheapest first: a cut-off run still says most
     counts: dict[str, int] = defaultdict(int)
     with args.out.open("w") as fh, ProcessPoolExecutor(args.workers) as ex:
@@ -112,7 +126,8 @@ def main() -> int:
             fh.flush()
             counts[res["verdict"]] += 1
             if res["verdict"] in ("wrong", "ambiguous"):
-                print(res["pair"], res["key"], res["verdict"], res["also_fit"] or res["entry_misses"], flush=True)
+                print(res["pair"], res["key"], res["verdict"], res["also_fit"] or (res["entry_misses"], "fits:", res["fits"]),
+                      flush=True)
     print(dict(counts))
     return 0
 

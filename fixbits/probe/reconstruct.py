@@ -268,6 +268,29 @@ def _reduction_variants(desc: Any) -> list[Any]:
             desc.replace(merge_dtype=o)]
 
 
+def _granule_variants(desc: Any) -> list[Any]:
+    """A tensor-core split's span granule read other ways: the K-loop step, 64, 128, or 8 with 64
+    when 64 | K. A base carries its own granule to answers whose kernel rounds spans differently,
+    and shapes where ceil(K / count) rounds alike both ways cannot tell them apart (H100 s38: 8
+    fp8_e4m3 a66 entries carried at granule 64 or 8/64 missed every cell of 16 fresh shapes; their
+    kernels round to 128, the step, as 394 other fp8 a66 split entries do)."""
+    from fixbits.desc import KCut
+
+    c0 = desc.k_cuts[0] if desc.k_cuts else None
+    if desc.instruction == "fma" or c0 is None or c0.layout != "contiguous" or c0.count is None or c0.count < 2:
+        return []
+    if c0.merge == "reduce_1block":
+        return []
+    readings = [(g, None) for g in dict.fromkeys((desc.k_loop_step, 64, 128))] + [(8, 64)]
+    out = []
+    for g, aligned in readings:
+        if (g, aligned) == (c0.granule, c0.aligned_granule):
+            continue
+        cut = KCut("contiguous", count=c0.count, granule=g, span_rule=c0.span_rule, merge=c0.merge, aligned_granule=aligned)
+        out.append(desc.replace(k_cuts=(cut,) + desc.k_cuts[1:]))
+    return out
+
+
 def _lane_variants(desc: Any) -> list[Any]:
     """A GEMV's lane level (strided, or folded by butterfly) with other lane counts, tile widths
     and layouts (answers of one gemv algo differ in CUSTOM_OPTION, which sets the lanes: H200 s2b)."""
@@ -481,7 +504,7 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
         for d in _step_variants(b):
             origin.setdefault(d, i)
     for i, b in enumerate(bases):
-        for d in _reduction_variants(b):
+        for d in _reduction_variants(b) + _granule_variants(b):
             origin.setdefault(d, i)
     lanes = next((i for i, b in enumerate(bases) if _lane_variants(b)), None)  # one base's lanes (emulation cost)
     if lanes is not None:
@@ -534,8 +557,16 @@ def _predict(bk: Any, bases: list[Any], task: dict[str, Any], shapes: list[tuple
     src = origin[alive[0]]
     b = bases[src]
     note = "" if alive[0] == b else (f" (step {alive[0].k_loop_step}, residue {alive[0].residue})"
-                                     if alive[0].k_cuts == b.k_cuts else " (other lanes)")
+                                     if alive[0].k_cuts == b.k_cuts else _cut_note(alive[0], b))
     return alive[0], used, note + settled_note, src
+
+
+def _cut_note(got: Any, base: Any) -> str:
+    """What a prediction changed in its base's K cuts, for the entry's note."""
+    c, b = got.k_cuts[0], base.k_cuts[0] if base.k_cuts else None
+    if b is not None and got.instruction != "fma" and c.count == b.count and (c.granule, c.aligned_granule) != (b.granule, b.aligned_granule):
+        return f" (split span granule {c.granule}" + (f", {c.aligned_granule} when {c.aligned_granule} | K)" if c.aligned_granule else ")")
+    return " (other lanes)"
 
 
 def _from_keys(task: dict[str, Any], n: int) -> list[str | None]:
@@ -573,20 +604,27 @@ def _settle(bk: Any, alive: list[Any], task: dict[str, Any]) -> tuple[list[Any],
     used to keep the first survivor; in run s13/a2x that was a wrong K-loop step on seven
     answers (32 for 64, 64 for 32, 128 for 64), each wrong on 1 to 5 of 10 later draws.
     Readings equal at every K of the answer's shapes that _pin_order samples (up to 16, spread
-    over K mod 128) are taken as one reading: the first is kept (_pin_order compares at any K:
-    with its old 64k cap, deep answers kept residue last where the kernel turns it first)."""
+    over K mod 128) but apart at other K are held to a shape the heuristic sends to this answer
+    at such a K (_reach_parting_k); only when none is found is the first kept (_pin_order
+    compares at any K: with its old 64k cap, deep answers kept residue last where the kernel
+    turns it first)."""
     from fixbits.probe.recover import _pin_order, verify_draws
 
     shapes = list(task.get("prio", [])) + pick(task["group"], 200, task["in_dtype"])
     used: list[tuple[int, int, int]] = []
     cache: dict[tuple[int, int], Any] = {}
+    asked: set[tuple[int, int, int]] = set()
     while True:
         order = _pin_order(alive, shapes, cache=cache)
-        if not order:
-            return alive[:1], used
-        if len(used) == 2:  # two settling shapes and they still part: ambiguous
-            return alive, used
-        sh = next((x for x, _ in order if x not in used), order[0][0])
+        if order:
+            if len(used) >= 2:  # two settling shapes and they still part: ambiguous
+                return alive, used
+            sh = next((x for x, _ in order if x not in used), order[0][0])
+        else:
+            found = _reach_parting_k(bk, alive, task, asked) if len(used) < 3 else None
+            if found is None:
+                return alive[:1], used
+            sh = found
         where = "x".join(map(str, sh))
         _check_time(task, "settling on " + where)
         ok, _ = verify_draws(bk, alive, *sh, seed=task["seed"] + 29 + sh[2], draws=SETTLE_DRAWS, cells=SETTLE_CELLS,
@@ -596,6 +634,56 @@ def _settle(bk: Any, alive: list[Any], task: dict[str, Any]) -> tuple[list[Any],
         alive = [d for d, o in zip(alive, ok, strict=True) if o]
         if len(alive) <= 1:
             return alive, used
+
+
+HEURISTIC_ASKS = 24  # per answer: host-side heuristic queries, about a millisecond each
+
+
+def _parting_ks(alive: list[Any], k: int, unit: int) -> Any:
+    """K near ``k`` (within a quarter, multiples of ``unit`` apart) where the readings part, nearest
+    first: a few steps of the unit (residue turn, step), then shifts of ceil(K / count) by 32 and
+    64 (a split's span granule shows only where that rounds differently)."""
+    from fixbits.probe.recover import _signature
+
+    counts = {d.k_cuts[0].count for d in alive if d.k_cuts and d.k_cuts[0].count}
+    offsets = [unit * j for j in (1, 2, 3, 5)] + sorted({g * c * j for c in counts for g in (32, 64) for j in (1, 2, 3)})
+    for off in offsets:
+        for kk in (k + off, k - off):
+            if kk < 3 or abs(kk - k) > k // 4 or kk % unit:
+                continue
+            if len({_signature(d, kk) for d in alive}) > 1:
+                yield kk
+
+
+def _reach_parting_k(bk: Any, alive: list[Any], task: dict[str, Any], asked: set[tuple[int, int, int]]
+                     ) -> tuple[int, int, int] | None:
+    """A shape the heuristic sends to this answer at a K where the readings part, when none of the
+    answer's known shapes parts them. H100 s38: fp8 a66 answers seen at two K each kept a span
+    granule of 64 where the kernel rounds to 128 (or the other way round), and every cell of the
+    fresh sweep shapes that reached them missed. None without a heuristic (the emulator backend)."""
+    lt = getattr(bk, "lt", None)
+    key = task.get("key")
+    if lt is None or not key or len(asked) >= HEURISTIC_ASKS:
+        return None
+    from fixbits.probe.profile import answer_key
+
+    unit = 16 if task["in_dtype"].startswith("fp8") else 8  # cuBLASLt's fp8 K granularity (sweep fp8_k)
+    for m, n, k in pick(task["group"], 3, task["in_dtype"]):
+        for kk in _parting_ks(alive, k, unit):
+            sh = (m, n, kk)
+            if sh in asked:
+                continue
+            if len(asked) >= HEURISTIC_ASKS:
+                return None
+            asked.add(sh)
+            _check_time(task, f"asking the heuristic at {m}x{n}x{kk}")
+            try:
+                got = answer_key(lt.heuristic(m, n, kk, task["in_dtype"], task["out_dtype"]))
+            except Exception:  # noqa: BLE001  (no algorithm there: another K)
+                continue
+            if got == key:
+                return sh
+    return None
 
 
 def refinements(desc: Any) -> list[tuple[Any, str]]:
