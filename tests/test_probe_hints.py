@@ -332,3 +332,14 @@ def test_settling_keeps_the_first_reading_where_the_heuristic_never_reaches_a_pa
     assert desc is not None and sorted(used) == sorted(group), (note, used)
     assert desc.k_cuts == base.k_cuts, desc  # the first reading, unseen: the evidence has no more
     assert 0 < len(bk.asked) <= R.HEURISTIC_ASKS, bk.asked
+
+
+def test_no_heuristic_search_when_the_backend_cannot_load_cublaslt() -> None:
+    class _NoLibrary:
+        @property
+        def lt(self) -> object:
+            raise FileNotFoundError("no usable libcublasLt found")
+
+    base = STEP128.replace(k_cuts=(KCut("contiguous", count=4, granule=64),))
+    task = {"seed": 1, "group": [(16, 4, 2000)], "in_dtype": "fp16", "out_dtype": "fp32", "key": "a1-t1-s4-r0-w0-c0-g0"}
+    assert R._reach_parting_k(_NoLibrary(), [base, *R._granule_variants(base)], task, set()) is None
