@@ -32,6 +32,30 @@ BODY
 }
 """
 
+def smem_head(threads: int) -> str:
+    """An entry of ``threads`` threads with a dynamic shared window ``global_smem`` (two pointer
+    parameters in %rd1 / %rd2, tid.x in %r2, ctaid.x in %r3), open for a body and its ``}``."""
+    return f""".version 8.7
+.target sm_90a
+.address_size 64
+.extern .shared .align 16 .b8 global_smem[];
+.visible .entry k(
+\t.param .u64 .ptr .global .align 1 k_param_0,
+\t.param .u64 .ptr .global .align 1 k_param_1
+)
+.reqntid {threads}
+{{
+\t.reg .pred %p<16>;
+\t.reg .b32 %r<200>;
+\t.reg .f32 %f<16>;
+\t.reg .b64 %rd<40>;
+\tld.param.b64 %rd1, [k_param_0];
+\tld.param.b64 %rd2, [k_param_1];
+\tmov.u32 %r2, %tid.x;
+\tmov.u32 %r3, %ctaid.x;
+"""
+
+
 ADDR_MUL = "mul.wide.u32 %rd3, %r1, 16;\n\tadd.s64 %rd4, %rd1, %rd3;"
 ADDR_SHL = "shl.b32 %r70, %r1, 4;\n\tcvt.u64.u32 %rd3, %r70;\n\tadd.s64 %rd4, %rd3, %rd1;"
 ADDR_OFF = "mul.wide.u32 %rd3, %r1, 16;\n\tadd.s64 %rd7, %rd1, %rd3;\n\tadd.s64 %rd4, %rd7, 4;"

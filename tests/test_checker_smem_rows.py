@@ -8,6 +8,7 @@ sees a later store stays apart. Also the walk's unsigned comparison of two small
 from __future__ import annotations
 
 import pytest
+from test_checker_helpers import smem_head
 
 from fixbits.checker.api import signature
 from fixbits.checker.node import Node
@@ -19,25 +20,7 @@ pytestmark = pytest.mark.unit
 SLOT = 8  # bytes of one row's slots (two warps, one 4-byte partial each)
 
 
-def _head(threads: int) -> str:
-    return f""".version 8.7
-.target sm_90a
-.address_size 64
-.extern .shared .align 16 .b8 global_smem[];
-.visible .entry k(
-\t.param .u64 .ptr .global .align 1 k_param_0,
-\t.param .u64 .ptr .global .align 1 k_param_1
-)
-.reqntid {threads}
-{{
-\t.reg .pred %p<16>;
-\t.reg .b32 %r<200>;
-\t.reg .b64 %rd<40>;
-\tld.param.b64 %rd1, [k_param_0];
-\tld.param.b64 %rd2, [k_param_1];
-\tmov.u32 %r2, %tid.x;
-\tmov.u32 %r3, %ctaid.x;
-"""
+_head = smem_head
 
 
 def rows_kernel(

@@ -6,35 +6,20 @@ session 38); a read that may still see an older copy, or reads other words, stay
 from __future__ import annotations
 
 import pytest
+from test_checker_helpers import smem_head
 
 from fixbits.checker.api import signature
 
 pytestmark = pytest.mark.unit
 
-HEAD = """.version 8.7
-.target sm_90a
-.address_size 64
-.extern .shared .align 16 .b8 global_smem[];
-.visible .entry k(
-\t.param .u64 .ptr .global .align 1 k_param_0,
-\t.param .u64 .ptr .global .align 1 k_param_1
-)
-.reqntid 64
-{
-\t.reg .pred %p<8>;
-\t.reg .b32 %r<64>;
-\t.reg .f32 %f<8>;
-\t.reg .b64 %rd<16>;
-\tld.param.b64 %rd1, [k_param_0];
-\tld.param.b64 %rd2, [k_param_1];
-\tmov.u32 %r2, %tid.x;
-\tmul.wide.u32 %rd3, %r2, 4;
-\tadd.s64 %rd4, %rd1, %rd3;
-\tld.global.b32 %r11, [%rd4];
-\tld.global.b32 %r30, [%rd4+256];
-\tmov.b32 %r8, global_smem;
-\tshl.b32 %r7, %r2, 2;
-"""
+HEAD = smem_head(64) + "\n".join([
+    "\tmul.wide.u32 %rd3, %r2, 4;",
+    "\tadd.s64 %rd4, %rd1, %rd3;",
+    "\tld.global.b32 %r11, [%rd4];",
+    "\tld.global.b32 %r30, [%rd4+256];",
+    "\tmov.b32 %r8, global_smem;",
+    "\tshl.b32 %r7, %r2, 2;",
+]) + "\n"
 
 
 def kernel(*, earlier: str = "", base: int = 0, store_pred: str = "", read_word: int = 0,
