@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="where two runs disagree keep the earlier run's entry; EVIDENCE names the cells that chose it")
     args = ap.parse_args(argv)
     base = load(args.base)
+    if args.base.name != base.filename:
+        ap.error(f"{args.base}: a profile is saved as {base.filename}; give the base under that name")
     entries, failed = dict(base.entries), dict(base.failed)
     came_from: dict[str, Path] = {}
     for run in args.runs:
@@ -59,9 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                 failed[key] = why
     failed = {k: v for k, v in failed.items() if k not in entries}
     merged = dataclasses.replace(base, entries=entries, failed=failed)
-    out = merged.save(args.base.parent)
-    if out.resolve() != args.base.resolve():
-        ap.error(f"{args.base}: saved as {out}; the base must carry the profile's own file name")
+    merged.save(args.base.parent)
     print(f"{args.base}: {len(base.entries)} -> {len(entries)} entries "
           f"({len(came_from)} added from {len(args.runs)} runs), {len(base.failed)} -> {len(failed)} failed")
     return 0

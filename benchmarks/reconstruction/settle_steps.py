@@ -10,7 +10,7 @@ this emulates the entry and each step / residue variant that differs from it at 
 
 - ``confirmed``: the entry matches and every differing variant misses somewhere;
 - ``ambiguous``: the entry and at least one differing variant match every recorded cell;
-- ``wrong``: the entry misses a recorded cell;
+- ``wrong``: the entry misses a recorded cell (``also_fit``: the variants that fit every cell);
 - ``unswept``: no recorded case of the answer (or none where a variant differs).
 
     .venv/bin/python benchmarks/reconstruction/settle_steps.py benchmarks/reconstruction/h200/s13/a2x \\
@@ -79,9 +79,7 @@ def _judge(job: tuple[str, str, dict[str, Any], list[dict[str, Any]], str]) -> d
         verdict = "ambiguous" if left else "confirmed"
     return {"pair": pair, "key": key, "verdict": verdict, "cases": cases, "entry_misses": entry_bad,
             "step": desc.k_loop_step, "residue": desc.residue, "granule": _granule(desc),
-            "also_fit": [f"step {v.k_loop_step}, residue {v.residue}, granule {_granule(v)}" for v in left],
-            "fits": [f"step {v.k_loop_step}, residue {v.residue}, granule {_granule(v)}" for i, v in enumerate(variants)
-                     if i in parted and alive[i]] if entry_bad else []}
+            "also_fit": [f"step {v.k_loop_step}, residue {v.residue}, granule {_granule(v)}" for v in left]}
 
 
 def _granule(desc: Any) -> str:
@@ -126,8 +124,7 @@ def main() -> int:
             fh.flush()
             counts[res["verdict"]] += 1
             if res["verdict"] in ("wrong", "ambiguous"):
-                print(res["pair"], res["key"], res["verdict"], res["also_fit"] or (res["entry_misses"], "fits:", res["fits"]),
-                      flush=True)
+                print(res["pair"], res["key"], res["verdict"], res["entry_misses"], "fit:", res["also_fit"], flush=True)
     print(dict(counts))
     return 0
 

@@ -66,7 +66,7 @@ TRUE = Node("true")
 UNDEF = Node("undef", ())
 
 
-def _thread_offsets(a: Poly, nbits: int) -> list[int] | None:
+def thread_offsets(a: Poly, nbits: int) -> list[int] | None:
     """``a - smem`` at every thread of a block of 2^nbits threads, when ``a`` is the shared
     window plus a form over tid.x bits only; None otherwise."""
     from fixbits.checker.forward import eval_all
@@ -206,7 +206,7 @@ class Walk:
         self._hist: Node | None = None
         self._hist_key: tuple[list[SmemEntry], int] | None = None
         self._uni_cache: tuple[list[SmemEntry], int, Node | None, frozenset[int]] | None = None
-        self._cover_cache: tuple[list[SmemEntry], int, int, dict[int, int]] | None = None
+        self._cover_cache: tuple[list[SmemEntry], int, int, dict[int, int], list[list[int] | None]] | None = None
         # store-to-load forwarding (forward.py): block-wide barriers passed, whether each one
         # found every copy-engine write waited for, open copies, the barrier count at the last
         # forwarded read (a store before the next barrier would race with it)
@@ -649,26 +649,24 @@ class Walk:
             return Node("xwarp", (nbytes, None if bars is None else bars - g), (read, hist))
         return Node("xwarp", (nbytes, self.read_bars()), (addr, self.smem_history()))
 
-    def _cover(self, nbits: int) -> dict[int, int]:
-        """Shared byte -> the latest barrier count of an unconditional, non-loop value store that
-        writes it at every thread and has a block barrier between it and here; cached per
-        history and barrier count."""
+    def _cover(self, nbits: int) -> tuple[dict[int, int], list[list[int] | None]]:
+        """(shared byte -> the latest barrier count of an unconditional, non-loop value store that
+        writes it at every thread and has a block barrier between it and here; each history
+        entry's offsets per thread, or None), cached per history and barrier count."""
         c = self._cover_cache
         if c is not None and c[0] is self.smem and c[1] == len(self.smem) and c[2] == self.bars:
-            return c[3]
+            return c[3], c[4]
         cover: dict[int, int] = {}
-        for e in self.smem:
-            if e.kind != "st" or e.pred is not None or e.bar >= self.bars or e.addr.poly is None:
-                continue
-            offs = _thread_offsets(e.addr.poly, nbits)
-            if offs is None:
+        offsets = [thread_offsets(e.addr.poly, nbits) if e.addr.poly is not None else None for e in self.smem]
+        for e, offs in zip(self.smem, offsets, strict=True):
+            if e.kind != "st" or e.pred is not None or e.bar >= self.bars or offs is None:
                 continue
             for o in set(offs):
                 for b in range(o, o + e.nbytes):
                     if cover.get(b, -1) < e.bar:
                         cover[b] = e.bar
-        self._cover_cache = (self.smem, len(self.smem), self.bars, cover)
-        return cover
+        self._cover_cache = (self.smem, len(self.smem), self.bars, cover, offsets)
+        return cover, offsets
 
     def _visible_history(self, addr: Node, nbytes: int) -> tuple[Node, Node, int] | None:
         """(the read's address, the stores it may see, the barrier count both are told from), or
@@ -676,22 +674,22 @@ class Walk:
 
         The whole history made configs that read the same partials look different: a deeper
         pipeline adds prologue copies and shifts every later store's barrier count, and puts the
-        exchange's scratch further on (gemm_softmax, stages 2 and 3, session 38). When every byte
-        any thread reads was written, at every thread, by an unconditional store outside loops
-        with a block barrier before the read, and g is the least barrier count among those latest
-        writers, then a value store before barrier g, and a cp.async copy waited before a barrier
-        in (its count, g], is ordered before a later writer of each byte it could share with the
-        read: none can be seen, and they are dropped. The rest keep their order, with barrier
-        counts told from g; when all of them and the read address the window as a form over tid.x
-        bits, their addresses are told from the least offset any of them touches (one shift for
-        all keeps which store each byte read comes from)."""
+        exchange's scratch further on (gemm_rowsum and gemm_softmax at stages 2 and 3, session
+        38). When every byte any thread reads was written, at every thread, by an unconditional
+        store outside loops with a block barrier before the read, and g is the least barrier
+        count among those latest writers, then a value store before barrier g, and a cp.async
+        copy waited before a barrier in (its count, g], is ordered before a later writer of each
+        byte it could share with the read: none can be seen, and they are dropped. The rest keep
+        their order, with barrier counts told from g; when all of them and the read address the
+        window as a form over tid.x bits, their addresses are told from the least offset any of
+        them touches (one shift for all keeps which store each byte read comes from)."""
         nbits = self.block_bits()
         if self.depth or nbits is None or addr.poly is None:
             return None
-        roffs = _thread_offsets(addr.poly, nbits)
+        roffs = thread_offsets(addr.poly, nbits)
         if roffs is None:
             return None
-        cover = self._cover(nbits)
+        cover, offsets = self._cover(nbits)
         g: int | None = None
         for o in set(roffs):
             for b in range(o, o + nbytes):
@@ -701,23 +699,23 @@ class Walk:
                 g = got if g is None else min(g, got)
         if g is None:
             return None
-        kept = [e for e in self.smem if not (e.bar < g and (e.kind == "st" or (
+        kept = [i for i, e in enumerate(self.smem) if not (e.bar < g and (e.kind == "st" or (
             _is_cpasync(e.value) and any(self.bar_clean[e.bar + 1:g + 1]))))]
         if len(kept) == len(self.smem):
             return None
-        offs = [_thread_offsets(e.addr.poly, nbits) if e.addr.poly is not None else None for e in kept]
         shift = 0
-        if all(o is not None for o in offs):
-            shift = min([min(roffs)] + [min(o) for o in offs if o])  # type: ignore[type-var]
+        if all(offsets[i] is not None for i in kept):
+            shift = min([min(roffs)] + [min(offsets[i]) for i in kept if offsets[i]])  # type: ignore[arg-type]
 
         def moved(a: Node) -> Node:
             return a if not shift or a.poly is None else int_node(a.poly - Poly.const(shift))
 
-        e0 = min((e.epoch for e in kept), default=0)
+        seen = [self.smem[i] for i in kept]
+        e0 = min((e.epoch for e in seen), default=0)
         nodes = tuple(
             Node("st", (e.kind, e.nbytes, e.epoch - e0, e.bar - g),
                  (moved(e.addr), e.value, e.pred if e.pred is not None else TRUE))
-            for e in kept
+            for e in seen
         )
         return moved(addr), Node("hist", ("seen",), nodes), g
 

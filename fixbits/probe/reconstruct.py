@@ -277,9 +277,8 @@ def _granule_variants(desc: Any) -> list[Any]:
     from fixbits.desc import KCut
 
     c0 = desc.k_cuts[0] if desc.k_cuts else None
-    if desc.instruction == "fma" or c0 is None or c0.layout != "contiguous" or c0.count is None or c0.count < 2:
-        return []
-    if c0.merge == "reduce_1block":
+    if (desc.instruction == "fma" or c0 is None or c0.layout != "contiguous" or c0.count is None or c0.count < 2
+            or c0.merge == "reduce_1block"):
         return []
     readings = [(g, None) for g in dict.fromkeys((desc.k_loop_step, 64, 128))] + [(8, 64)]
     out = []

@@ -41,6 +41,7 @@ from fixbits.checker.walk import (
     mk_select,
     pointer_param,
     pred_is_coordinate,
+    thread_offsets,
     to_poly,
 )
 
@@ -1809,13 +1810,8 @@ for _name in ("fma", "ex2", "lg2", "rcp", "sqrt", "rsqrt", "sin", "cos", "tanh",
 
 
 def _word_offsets(a: Poly, nbits: int) -> list[int] | None:
-    """``a - smem`` at every thread of a block of 2^nbits threads, when ``a`` is the one shared
-    window plus a form over tid.x bits whose every coefficient is a multiple of 4 (so 4-byte
-    accesses at two such offsets either coincide or do not overlap); None otherwise."""
-    if a.terms.get(("smem",)) != 1:
+    """``thread_offsets`` when every coefficient of ``a`` is a multiple of 4 (so 4-byte accesses
+    at two such offsets either coincide or do not overlap); None otherwise."""
+    if any(c % 4 for m, c in a.terms.items() if m != ("smem",)):
         return None
-    rel = a - Poly.sym("smem")
-    for m, c in rel.terms.items():
-        if c % 4 or any(not (s.startswith("tx") and s[2:].isdigit() and int(s[2:]) < nbits) for s in m):
-            return None
-    return fwd.eval_all(rel, nbits)
+    return thread_offsets(a, nbits)
