@@ -146,3 +146,20 @@ def test_fp8_fuzz_shapes_are_aligned_not_dropped(tmp_path: Path) -> None:
     recs = [r for r in load_samples(tmp_path) if r["set"] == "fuzz"]
     assert recs and all(r["k"] % 16 == 0 and r["n"] % 4 == 0 and "got" in r for r in recs), recs
     assert any("aligned_from" in r for r in recs)
+
+
+def test_scan_fuzz_shapes_come_from_another_seed() -> None:
+    """The priority shapes that steer probing never include the sweep's own seed-0 shapes, and fp8
+    pairs get them aligned to 16 (the only K the fp8 heuristic is asked about)."""
+    from fixbits.shapes import fuzz_shapes
+
+    run = _runner()
+    steer = run.scan_fuzz_shapes(400, 1, ["fp8_e4m3"])
+    assert len(steer) == 400 and all(k % 16 == 0 and n % 16 == 0 for _, n, k in steer)
+    swept = {(s.m, s.n, s.k) for s in fuzz_shapes(0, 400, align=16)}
+    assert not swept & set(steer)
+    assert run.scan_fuzz_shapes(50, 2, ["fp16"]) != run.scan_fuzz_shapes(50, 1, ["fp16"])
+    with pytest.raises(ValueError, match="seed 0 is the sweep's own"):
+        run.scan_fuzz_shapes(10, 0, ["fp16"])
+    with pytest.raises(SystemExit):
+        run.parse_args(["--out", "x", "--scan-fuzz", "10", "--scan-fuzz-seed", "0"])

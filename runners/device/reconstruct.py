@@ -61,6 +61,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fuzz-from", type=int, default=0, metavar="N",
                    help="sweep only fuzz shapes N.. of the --fuzz set (no realistic shapes): extends an earlier "
                         "run's sweep with new shapes of the same seeded sequence")
+    p.add_argument("--scan-fuzz", type=int, default=0, metavar="N",
+                   help="also reach the answers of N fuzz shapes of another seed (--scan-fuzz-seed) as priority "
+                        "shapes: the answers the gate's shape distribution meets most are probed first, while the "
+                        "sweep's own seed-0 shapes stay unseen by the probing")
+    p.add_argument("--scan-fuzz-seed", type=int, default=1, choices=range(1, 32), metavar="1..31",
+                   help="seed of the --scan-fuzz shapes (0 is the sweep's own sequence)")
     p.add_argument("--recheck-csv", nargs="+", default=[], metavar="CSV",
                    help="earlier runs' sweep.csv files: their shapes whose answer has every part of one of "
                         "--recheck-answers are swept first (set 'recheck'), to re-verify corrected entries")
@@ -140,6 +146,17 @@ def sweep_cases(fuzz: int, limit: int, fuzz_from: int = 0) -> list[Any]:
         fz = [c for c in small if c.which == "fuzz"][:limit]
         cs = real + fz or [Case("fuzz", 5, 7, 121)]
     return cs
+
+
+def scan_fuzz_shapes(count: int, seed: int, dtypes: list[str]) -> list[tuple[int, int, int]]:
+    """Fuzz shapes of a seed other than the sweep's: they steer probing toward the answers the gate's
+    shape distribution meets, and the sweep still judges the profile on shapes no probe saw."""
+    from fixbits.shapes import fuzz_shapes
+
+    if seed == 0:
+        raise ValueError("--scan-fuzz-seed 0 is the sweep's own fuzz sequence; pick 1..31")
+    align = 16 if any(d.startswith("fp8") for d in dtypes) else 1
+    return [(s.m, s.n, s.k) for s in fuzz_shapes(seed, count, align=align)]
 
 
 def seed_profiles(seed_dir: Path, prof_dir: Path, arch: str, version: str, dt: str, od: str, log: Any) -> dict[str, Any]:
@@ -327,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
         cs = again + [c for c in cs if (c.m, c.n, c.k) not in known]
     prio = [(c.m, c.n, c.k) for c in cs]
     prio_real = [(c.m, c.n, c.k) for c in cs if c.which in ("realistic", "recheck")]
+    if args.scan_fuzz:
+        prio += scan_fuzz_shapes(args.scan_fuzz, args.scan_fuzz_seed, dtypes)
+        log(f"priority: {len(prio)} shapes, {args.scan_fuzz} of them fuzz seed {args.scan_fuzz_seed}")
     lt: Any = _DryLt() if dry else None
     summaries: dict[str, Any] = {}
     lib_version = ""
