@@ -42,8 +42,10 @@ def kernel(*, earlier: str = "", base: int = 0, store_pred: str = "", read_word:
         out += ["\tst.shared.b32 [%r9], %r30;", "\tbar.sync 0;"]
     elif earlier == "elsewhere":
         out += ["\tst.shared.b32 [%r9+512], %r30;", "\tbar.sync 0;"]
-    if store_pred == "upper":
-        out += ["\tsetp.ge.u32 %p2, %r2, 32;", "\t@%p2 st.shared.b32 [%r9], %r11;"]
+    if store_pred in ("upper", "upper-signed", "lower-signed"):
+        setp = {"upper": "setp.ge.u32 %p2, %r2, 32;", "upper-signed": "setp.ge.s32 %p2, %r2, 32;",
+                "lower-signed": "setp.lt.s32 %p2, %r2, 32;"}[store_pred]
+        out += ["\t" + setp, "\t@%p2 st.shared.b32 [%r9], %r11;"]
     else:
         out.append("\tst.shared.b32 [%r9], %r11;")
     out += [
@@ -67,6 +69,14 @@ def _digest(text: str) -> str:
     return s.digest
 
 
+def test_a_predicated_store_covering_the_words_read_hides_older_copies() -> None:
+    """Threads 0..31 (a signed compare of tid.x, decided per thread) overwrite words 0..31, which
+    are all the exchange reads: where the waited copies landed before no longer matters."""
+    same, elsewhere = kernel(looped=("same",), store_pred="lower-signed"), kernel(
+        looped=("elsewhere",), store_pred="lower-signed")
+    assert _digest(same) == _digest(elsewhere)
+
+
 def test_hand_written_exchanges_keep_their_verdicts() -> None:
     """These small exchanges are settled by store-to-load forwarding before the history is read;
     they pin what the cut must not change: older generations and the window's offset do not
@@ -77,12 +87,14 @@ def test_hand_written_exchanges_keep_their_verdicts() -> None:
     assert _digest(kernel(read_word=1)) != base
 
 
-@pytest.mark.parametrize("case", ["unwaited", "partly-overwritten"])
+@pytest.mark.parametrize("case", ["unwaited", "partly-overwritten", "partly-overwritten-signed"])
 def test_a_copy_the_read_may_still_see_stays_apart(case: str) -> None:
     """Exchanges that reach the history (forwarding gives up): a loop's cp.async copies never
     waited for before the exchange may land during it, and a store from threads 32..63 only
-    leaves warp 0's words holding the copies; where the copies land must then split."""
-    kw = {"waited": False} if case == "unwaited" else {"store_pred": "upper"}
+    (its predicate undecided, or decided per thread: it covers words 32..63, not the words
+    read) leaves warp 0's words holding the copies; where the copies land must then split."""
+    kw: dict[str, object] = {"waited": False} if case == "unwaited" else {
+        "store_pred": "upper" if case == "partly-overwritten" else "upper-signed"}
     same, elsewhere = kernel(looped=("same",), **kw), kernel(looped=("elsewhere",), **kw)
     assert _digest(same) != _digest(elsewhere)
 
@@ -111,3 +123,14 @@ def test_rowsum_configs_that_give_the_same_bytes_meet(rowsum_ptx: dict[tuple[int
     digests = {k: _digest(v) for k, v in rowsum_ptx.items()}
     assert len({digests[k] for k in [(64, 32, 2), (64, 32, 3), (64, 64, 2), (64, 64, 3)]}) == 1, digests
     assert digests[(32, 32, 3)] != digests[(64, 32, 3)]  # another tile width sums other columns
+
+
+def test_read_facts_follow_the_cut_history() -> None:
+    """Sign facts name a read's writers by position in the kernel's shared-store list; a read keyed
+    on the stores it may see holds fewer, so the facts are renumbered onto them, and facts naming
+    a store the cut dropped are given up (never read against another store's value)."""
+    from fixbits.checker.signs import ReadFacts
+
+    facts = ReadFacts((((3, 0),), None, ((3, 1), (5, 0))))
+    assert facts.renumbered((3, 5)) == ReadFacts((((0, 0),), None, ((0, 1), (1, 0))))
+    assert facts.renumbered((5,)) is None

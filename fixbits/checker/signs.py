@@ -65,6 +65,20 @@ class ReadFacts:
     def covered(self) -> bool:
         return all(c is not None for c in self.cands)
 
+    def renumbered(self, kept: tuple[int, ...]) -> ReadFacts | None:
+        """The same facts over a history cut to the stores at positions ``kept`` (the read's own
+        ``hist``); None when a candidate writer is not among them (it could not be named)."""
+        pos = {j: i for i, j in enumerate(kept)}
+        out: list[tuple[tuple[int, int], ...] | None] = []
+        for c in self.cands:
+            if c is None:
+                out.append(None)
+                continue
+            if any(j not in pos for j, _ in c):
+                return None
+            out.append(tuple((pos[j], w) for j, w in c))
+        return ReadFacts(tuple(out))
+
 
 class SignFacts:
     """``nmz`` / ``nc`` masks over the 2^nbits threads of a block (memoised per node)."""

@@ -195,6 +195,9 @@ class Walk:
         self.roots: list[Root] = []
         self.effects: list[Node] = []
         self.smem: list[SmemEntry] = []
+        # the last shared read's history as positions in smem (None: all of it), so facts about
+        # the read's writers (ptx/walk.py, by position in smem) name the stores of its own node
+        self.seen_index: tuple[int, ...] | None = None
         self.epoch = 0
         # bumps whenever shared memory may have changed for this thread's view (a store, a copy,
         # a barrier, a wait for async copies); counted from the start of the current loop body
@@ -644,9 +647,10 @@ class Walk:
         self.note_read(addr.poly, nbytes)
         seen = self._visible_history(addr, nbytes)
         if seen is not None:
-            read, hist, g = seen
+            read, hist, g, self.seen_index = seen
             bars = self.read_bars()
             return Node("xwarp", (nbytes, None if bars is None else bars - g), (read, hist))
+        self.seen_index = None
         return Node("xwarp", (nbytes, self.read_bars()), (addr, self.smem_history()))
 
     def _cover(self, nbits: int) -> tuple[dict[int, int], list[list[int] | None]]:
@@ -668,9 +672,9 @@ class Walk:
         self._cover_cache = (self.smem, len(self.smem), self.bars, cover, offsets)
         return cover, offsets
 
-    def _visible_history(self, addr: Node, nbytes: int) -> tuple[Node, Node, int] | None:
-        """(the read's address, the stores it may see, the barrier count both are told from), or
-        None to keep the whole history.
+    def _visible_history(self, addr: Node, nbytes: int) -> tuple[Node, Node, int, tuple[int, ...]] | None:
+        """(the read's address, the stores it may see, the barrier count both are told from, the
+        positions in ``smem`` of those stores), or None to keep the whole history.
 
         The whole history made configs that read the same partials look different: a deeper
         pipeline adds prologue copies and shifts every later store's barrier count, and puts the
@@ -717,7 +721,7 @@ class Walk:
                  (moved(e.addr), e.value, e.pred if e.pred is not None else TRUE))
             for e in seen
         )
-        return moved(addr), Node("hist", ("seen",), nodes), g
+        return moved(addr), Node("hist", ("seen",), nodes), g, tuple(kept)
 
     def read_bars(self) -> int | None:
         """Block barriers every thread passed before a shared read here (a store of a lower

@@ -383,6 +383,8 @@ class PTXWalk(Walk):
         if not self.spec or v.kind != "xwarp":
             return v
         facts = self._read_facts(addr, nbytes)
+        if facts is not None and self.seen_index is not None:
+            facts = facts.renumbered(self.seen_index)
         self._note_read(v, facts)
         bare = _bare_canon(v.kids[1]) if facts is not None and facts.covered() else None
         if bare is None:
