@@ -1001,8 +1001,9 @@ def reconstruct(*, arch: str, in_dtype: str, out_dtype: str, out_dir: Path, budg
         hit = [sh for sh in small if _tail_hit(sc.answers[key], sh[2])]
         hs = set(hit)
         group = [sh for sh in small if sh not in hs] or small
+        in_group = set(group)  # (--scan-fuzz makes priority lists of hundreds of shapes per answer)
         return {"arch": arch, "in_dtype": in_dtype, "out_dtype": out_dtype, "key": key, "group": group,
-                "prio": [sh for sh in prio.get(key, []) if sh in set(group)],
+                "prio": [sh for sh in prio.get(key, []) if sh in in_group],
                 "defect_shapes": hit[:50], "group_size": len(group_all), "answer": sc.answers[key], "seed": seed,
                 "per_answer_s": per_answer_s, "verify_shapes": verify_shapes,
                 "profile_launch": profile_launch, "out_dir": str(out_dir),
