@@ -154,10 +154,11 @@ def test_scan_fuzz_shapes_come_from_another_seed() -> None:
     from fixbits.shapes import fuzz_shapes
 
     run = _runner()
-    steer = run.scan_fuzz_shapes(400, 1, ["fp8_e4m3"])
-    assert len(steer) == 400 and all(k % 16 == 0 and n % 16 == 0 for _, n, k in steer)
-    swept = {(s.m, s.n, s.k) for s in fuzz_shapes(0, 400, align=16)}
-    assert not swept & set(steer)
+    steer = run.scan_fuzz_shapes(4000, 1, ["fp8_e4m3"])
+    assert 3500 < len(steer) <= 4000 and all(k % 16 == 0 and n % 16 == 0 for _, n, k in steer)
+    for align in (16, 1):  # the sweep draws fp8 shapes aligned, and the 16-bit ones as they come
+        swept = {(s.m, s.n, s.k) for s in fuzz_shapes(0, run.SWEEP_FUZZ_KEPT, align=align)}
+        assert not swept & set(steer)
     assert run.scan_fuzz_shapes(50, 2, ["fp16"]) != run.scan_fuzz_shapes(50, 1, ["fp16"])
     with pytest.raises(ValueError, match="seed 0 is the sweep's own"):
         run.scan_fuzz_shapes(10, 0, ["fp16"])
