@@ -641,6 +641,7 @@ class Walk:
         return self._hist
 
     def smem_load(self, addr: Node, nbytes: int) -> Node:
+        self.seen_index = None
         u = self.smem_uniform(nbytes)
         if u is not None:
             return u
@@ -650,7 +651,6 @@ class Walk:
             read, hist, g, self.seen_index = seen
             bars = self.read_bars()
             return Node("xwarp", (nbytes, None if bars is None else bars - g), (read, hist))
-        self.seen_index = None
         return Node("xwarp", (nbytes, self.read_bars()), (addr, self.smem_history()))
 
     def _cover(self, nbits: int) -> tuple[dict[int, int], list[list[int] | None]]:
