@@ -20,9 +20,6 @@ pytestmark = pytest.mark.unit
 SLOT = 8  # bytes of one row's slots (two warps, one 4-byte partial each)
 
 
-_head = smem_head
-
-
 def rows_kernel(
     rows: int,
     *,
@@ -40,7 +37,7 @@ def rows_kernel(
     (another thread may still be about to read it)."""
     read_slot = tuple(range(rows)) if read_slot is None else read_slot
     out = [
-        _head(64),
+        smem_head(64),
         f"\tmul.lo.s32 %r4, %r3, {rows};",
         "\tand.b32 %r5, %r2, 31;",
         "\tsetp.eq.b32 %p1, %r5, 0;",
@@ -150,7 +147,7 @@ def test_a_later_store_over_the_slot_is_what_the_read_sees() -> None:
 def _setp_attrs(body: str) -> list[tuple]:
     """The cmp attributes of every predicate register a one-warp kernel's walk ends with (the
     body runs to the closing brace: no ret, so the registers are still there)."""
-    (entry,) = parse_ptx(_head(32) + body + "\n}\n")
+    (entry,) = parse_ptx(smem_head(32) + body + "\n}\n")
     w = PTXWalk(entry, False)
     w.run()
     assert w.env is not None

@@ -195,9 +195,6 @@ class Walk:
         self.roots: list[Root] = []
         self.effects: list[Node] = []
         self.smem: list[SmemEntry] = []
-        # the last shared read's history as positions in smem (None: all of it), so facts about
-        # the read's writers (ptx/walk.py, by position in smem) name the stores of its own node
-        self.seen_index: tuple[int, ...] | None = None
         self.epoch = 0
         # bumps whenever shared memory may have changed for this thread's view (a store, a copy,
         # a barrier, a wait for async copies); counted from the start of the current loop body
@@ -641,17 +638,21 @@ class Walk:
         return self._hist
 
     def smem_load(self, addr: Node, nbytes: int) -> Node:
-        self.seen_index = None
+        return self.smem_read(addr, nbytes)[0]
+
+    def smem_read(self, addr: Node, nbytes: int) -> tuple[Node, tuple[int, ...] | None]:
+        """The read's node, and the positions in ``smem`` of the stores its history holds when
+        that is cut to the ones it may see (None: all of them), for facts that name stores."""
         u = self.smem_uniform(nbytes)
         if u is not None:
-            return u
+            return u, None
         self.note_read(addr.poly, nbytes)
         seen = self._visible_history(addr, nbytes)
         if seen is not None:
-            read, hist, g, self.seen_index = seen
+            read, hist, g, kept = seen
             bars = self.read_bars()
-            return Node("xwarp", (nbytes, None if bars is None else bars - g), (read, hist))
-        return Node("xwarp", (nbytes, self.read_bars()), (addr, self.smem_history()))
+            return Node("xwarp", (nbytes, None if bars is None else bars - g), (read, hist)), kept
+        return Node("xwarp", (nbytes, self.read_bars()), (addr, self.smem_history())), None
 
     def _cover(self, nbits: int) -> tuple[dict[int, int], list[list[int] | None]]:
         """(shared byte -> the latest barrier count of an unconditional, non-loop value store that

@@ -160,8 +160,7 @@ def scan_fuzz_shapes(count: int, seed: int, dtypes: list[str]) -> list[tuple[int
     if seed == 0:
         raise ValueError("--scan-fuzz-seed 0 is the sweep's own fuzz sequence; pick 1..31")
     align = 16 if any(d.startswith("fp8") for d in dtypes) else 1
-    swept = {(s.m, s.n, s.k) for s in fuzz_shapes(0, SWEEP_FUZZ_KEPT, align=align)}
-    swept |= {(s.m, s.n, s.k) for s in fuzz_shapes(0, SWEEP_FUZZ_KEPT)}
+    swept = {(s.m, s.n, s.k) for a in {align, 1} for s in fuzz_shapes(0, SWEEP_FUZZ_KEPT, align=a)}
     return [sh for sh in ((s.m, s.n, s.k) for s in fuzz_shapes(seed, count, align=align)) if sh not in swept]
 
 

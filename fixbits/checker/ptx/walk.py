@@ -379,12 +379,12 @@ class PTXWalk(Walk):
         history stored ``canon(v)`` and every reader's bytes are proven written (one aligned
         4-byte store each), the read is ``canon`` of the same read over the stored ``v``: the
         bytes a thread reads are one writer's canon(v), i.e. canon of what that writer's v is."""
-        v = super().smem_load(addr, nbytes)
+        v, kept = self.smem_read(addr, nbytes)
         if not self.spec or v.kind != "xwarp":
             return v
         facts = self._read_facts(addr, nbytes)
-        if facts is not None and self.seen_index is not None:
-            facts = facts.renumbered(self.seen_index)
+        if facts is not None and kept is not None:
+            facts = facts.renumbered(kept)
         self._note_read(v, facts)
         bare = _bare_canon(v.kids[1]) if facts is not None and facts.covered() else None
         if bare is None:
