@@ -647,6 +647,12 @@ class Walk:
         if u is not None:
             return u, None
         self.note_read(addr.poly, nbytes)
+        return self.exchange(addr, nbytes)
+
+    def exchange(self, addr: Node, nbytes: int) -> tuple[Node, tuple[int, ...] | None]:
+        """The cross-warp read of ``nbytes`` at every thread's ``addr`` over the stores it may
+        see (as smem_read, which notes the read first; ldmatrix notes its own, whose lanes take
+        the bytes of rows other lanes name)."""
         seen = self._visible_history(addr, nbytes)
         if seen is not None:
             read, hist, g, kept = seen
@@ -655,17 +661,26 @@ class Walk:
         return Node("xwarp", (nbytes, self.read_bars()), (addr, self.smem_history())), None
 
     def _cover(self, nbits: int) -> tuple[dict[int, int], list[list[int] | None]]:
-        """(shared byte -> the latest barrier count of an unconditional, non-loop value store that
-        writes it at every thread and has a block barrier between it and here; each history
-        entry's offsets per thread, or None), cached per history and barrier count."""
+        """(shared byte -> the latest barrier count of a non-loop value store that writes it, with
+        a block barrier between it and here; each history entry's offsets per thread, or None),
+        cached per history and barrier count. A store counts at the threads where it surely runs:
+        all of them when unconditional, else those where its predicate, a form over tid.x bits,
+        is true in every block (``tid.x & 3 == 0``: one lane of four stores a row's partial)."""
+        from fixbits.checker.launch import thread_truths
+
         c = self._cover_cache
         if c is not None and c[0] is self.smem and c[1] == len(self.smem) and c[2] == self.bars:
             return c[3], c[4]
         cover: dict[int, int] = {}
         offsets = [thread_offsets(e.addr.poly, nbits) if e.addr.poly is not None else None for e in self.smem]
         for e, offs in zip(self.smem, offsets, strict=True):
-            if e.kind != "st" or e.pred is not None or e.bar >= self.bars or offs is None:
+            if e.kind != "st" or e.bar >= self.bars or offs is None:
                 continue
+            if e.pred is not None:
+                tv = thread_truths(e.pred, None, nbits)
+                if tv is None:
+                    continue
+                offs = [o for o, t in zip(offs, tv, strict=True) if t is True]
             for o in set(offs):
                 for b in range(o, o + e.nbytes):
                     if cover.get(b, -1) < e.bar:
@@ -953,21 +968,15 @@ class LoopSummary:
 
         Accumulator sets that split the output share, at every step, one operand read from the
         same place with shared memory unchanged in between (an M split shares B, an N split A):
-        they multiply the same K slice. Sets that share neither (k-groups: tile t into
-        accumulator t mod G) regroup the K sum with BLOCK_K and keep the chunk in the key.
-        A shared-memory operand is a place, not data, so it only counts as shared at one
-        shared-memory version (see Walk.smem_version).
+        they multiply the same K slice. "Same K slice" is an equivalence, so it is enough that,
+        at every step, the chains are joined by such shared operands (an M x N grid of mma.sync
+        tiles: (A0, B0) and (A1, B1) share nothing but both share one with (A0, B1)). Sets that
+        are not (k-groups: tile t into accumulator t mod G) regroup the K sum with BLOCK_K and
+        keep the chunk in the key. A shared-memory operand is a place, not data, so it only
+        counts as shared at one shared-memory version (see Walk.smem_version).
         """
         if self._single is None:
-            seqs = list(set(self._chain_ops().values()))
-            ok = True
-            for i, x in enumerate(seqs):
-                for y in seqs[i + 1 :]:
-                    if len(x) != len(y) or not all(
-                        a[0] == b[0] or a[1] == b[1] for a, b in zip(x, y, strict=True)
-                    ):
-                        ok = False
-            self._single = ok
+            self._single = _joined_every_step(list(set(self._chain_ops().values())))
         return self._single
 
     def _chain_ops(self) -> dict[str, tuple[tuple[Node, Node], ...]]:
@@ -1104,6 +1113,30 @@ class LoopSummary:
             return Node("loopout", (0,), (self.key_for([upd], order=order),))
         key, index = self._full()
         return Node("loopout", (index[r],), (key,))
+
+
+def _joined_every_step(seqs: list[tuple[tuple[Node, Node], ...]]) -> bool:
+    """True when the (A, B) operand sequences have one length and, at each step, sharing an A
+    or a B operand joins all of them into one set."""
+    if len({len(x) for x in seqs}) > 1:
+        return False
+    for step in zip(*seqs, strict=True):
+        parent = list(range(len(step)))
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for side in (0, 1):
+            first: dict[bytes, int] = {}
+            for i, op in enumerate(step):
+                j = first.setdefault(op[side].digest, i)
+                parent[find(i)] = find(j)
+        if len({find(i) for i in range(len(step))}) > 1:
+            return False
+    return True
 
 
 def _mma_chain(n: Node, reg: str) -> tuple | None:

@@ -389,11 +389,13 @@ class PTXWalk(Walk):
         bare = _bare_canon(v.kids[1]) if facts is not None and facts.covered() else None
         if bare is None:
             return v
-        x = Node("xwarp", v.attrs, (addr, bare))
+        x = Node("xwarp", v.attrs, (v.kids[0], bare))  # (the read's address as the cut tells it)
         self._note_read(x, facts)
         return Node("canon", (), (x,))
 
-    def _lift_ldmatrix(self, ins: Inst, parts: list[str], a: Poly, k: int, hist: Node) -> Node:
+    def _lift_ldmatrix(
+        self, ins: Inst, parts: list[str], a: Poly, k: int, hist: Node, kept: tuple[int, ...] | None
+    ) -> Node:
         """Register k of a non-forwarded ``ldmatrix .m8n8 .b16`` (not transposed), specialised:
         lane i of a warp takes the 4 bytes at the row address lane 8k + i/4 names, plus 4 (i mod
         4) (as forward_ldmatrix): a 4-byte read per thread, so its sign facts are recorded and a
@@ -416,6 +418,8 @@ class PTXWalk(Walk):
             return v
         roffs = [rows[(t & ~31) | (8 * k + ((t & 31) >> 2))] + 4 * (t & 3) for t in range(1 << nb)]
         facts = self._read_facts(int_node(a), 4, roffs)
+        if facts is not None and kept is not None:
+            facts = facts.renumbered(kept)
         self._note_read(v, facts)
         bare = _bare_canon(hist.kids[1]) if facts is not None and facts.covered() else None
         if bare is None:
@@ -1316,18 +1320,19 @@ class PTXWalk(Walk):
                 for r, v in zip(regs, fw, strict=True):
                     self.write(ins, r, v)
                 return None
-        hist = None
+        hist = kept = None
         if u is None:
             self.read_pred = self.cur_pred(ins)
             self.note_read(a, 16, own=False)  # lanes take the bytes of rows other lanes name
             self.read_pred = None
-            hist = Node("xwarp", (16, self.read_bars()), (int_node(a), self.smem_history()))
+            # every lane's 16-byte row proven written covers what any lane takes
+            hist, kept = self.exchange(int_node(a), 16)
         for k, r in enumerate(regs):
             if u is not None:
                 self.write(ins, r, u)
             elif self.spec and a is not None:
                 assert hist is not None
-                self.write(ins, r, self._lift_ldmatrix(ins, parts, a, k, hist))
+                self.write(ins, r, self._lift_ldmatrix(ins, parts, a, k, hist, kept))
             else:
                 self.write(ins, r, Node("ldmatrix", (ins.op, k), (hist,)))  # type: ignore[arg-type]
         return None
