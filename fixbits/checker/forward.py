@@ -325,13 +325,17 @@ def renamable(n: Node, memo: dict[bytes, bool], shfl: bool = False) -> bool:
         return got
     if n.poly is not None:
         res = all(
-            is_bit_symbol(s) or s.startswith(INVARIANT_PREFIXES) or s in _BLOCK_TOKENS
+            is_bit_symbol(s) or s.startswith(INVARIANT_PREFIXES) or s in _BLOCK_TOKENS or s == "smem"
             for s in n.poly.symbols()
         )
     elif n.kind == "load":
         res = n.attrs[0] == "global" and all(renamable(k, memo, shfl) for k in n.kids)
     elif n.kind == "shfl":
         res = shfl and is_bit_move(n) and renamable(n.kids[0], memo, shfl)
+    elif n.kind == "xwarp":
+        # a shared read means the bytes at its address after the block's stores: its history's
+        # thread bits are the writers' (bound), only the address is the reader's
+        res = renamable(n.kids[0], memo, shfl)
     elif n.kind in _RENAMABLE or (n.kind not in ("undef",) and not n.kids and n.kind in ("f", "const")):
         res = all(renamable(k, memo, shfl) for k in n.kids)
     else:
@@ -373,6 +377,12 @@ def _interp(
         return got  # type: ignore[return-value]
     if first.kind == "shfl":
         return _interp_shfl(nodes, idx, tids, rsyms, memo, leaves)
+    if first.kind == "xwarp":
+        if any(t.kind != "xwarp" or t.attrs != first.attrs or t.kids[1] is not first.kids[1]
+               and t.kids[1].digest != first.kids[1].digest for t in nodes):
+            return None
+        addr = _interp([t.kids[0] for t in nodes], idx, tids, rsyms, {}, leaves)
+        return None if addr is None else Node("xwarp", first.attrs, (addr, first.kids[1]))
     if len(nodes) == 1 and not first.variant and not _has_bits(first):
         return first
     for t in nodes:
@@ -622,6 +632,12 @@ def _interp_leaf(
 _HASBITS: dict[bytes, bool] = {}
 
 
+def _own_kids(n: Node) -> tuple[Node, ...]:
+    """The children whose thread bits are the node's own: a shared read's history holds the
+    writers' bits, bound inside it."""
+    return n.kids[:1] if n.kind == "xwarp" else n.kids
+
+
 def _has_bits(n: Node) -> bool:
     """True when a thread bit symbol occurs in ``n`` (a writer-relative tree to rename)."""
     got = _HASBITS.get(n.digest)
@@ -629,7 +645,7 @@ def _has_bits(n: Node) -> bool:
         if n.poly is not None:
             got = any(is_bit_symbol(s) for s in n.poly.symbols())
         else:
-            got = any(_has_bits(k) for k in n.kids)
+            got = any(_has_bits(k) for k in _own_kids(n))
         if len(_HASBITS) > 500_000:
             _HASBITS.clear()
         _HASBITS[n.digest] = got
@@ -654,7 +670,7 @@ def _tx_mask(n: Node) -> int:
                 if s[:2] == "tx" and s[2:].isdigit():
                     got |= 1 << int(s[2:])
         else:
-            for k in n.kids:
+            for k in _own_kids(n):
                 got |= _tx_mask(k)
         if len(_TXMASK) > 500_000:
             _TXMASK.clear()
@@ -700,6 +716,8 @@ def _conc(n: Node, t: int, nb: int) -> Node:
         out = _conc(n.kids[0], t ^ (b & 31 & ((1 << nb) - 1)), nb)
     elif not n.variant and not n.kids:
         out = n
+    elif n.kind == "xwarp":
+        out = Node(n.kind, n.attrs, (_conc(n.kids[0], t, nb), *n.kids[1:]))
     else:
         out = Node(n.kind, n.attrs, tuple(_conc(k, t, nb) for k in n.kids))
     _CONC[key] = out
