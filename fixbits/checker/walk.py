@@ -1120,23 +1120,24 @@ def _joined_every_step(seqs: list[tuple[tuple[Node, Node], ...]]) -> bool:
     or a B operand joins all of them into one set."""
     if len({len(x) for x in seqs}) > 1:
         return False
-    for step in zip(*seqs, strict=True):
-        parent = list(range(len(step)))
+    return all(_one_set(step) for step in zip(*seqs, strict=True))
 
-        def find(i: int) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
 
-        for side in (0, 1):
-            first: dict[bytes, int] = {}
-            for i, op in enumerate(step):
-                j = first.setdefault(op[side].digest, i)
-                parent[find(i)] = find(j)
-        if len({find(i) for i in range(len(step))}) > 1:
-            return False
-    return True
+def _one_set(ops: tuple[tuple[Node, Node], ...]) -> bool:
+    """Whether the (A, B) pairs of one step form one set when a shared operand joins two."""
+    parent = list(range(len(ops)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for side in (0, 1):
+        first: dict[bytes, int] = {}
+        for i, op in enumerate(ops):
+            parent[find(i)] = find(first.setdefault(op[side].digest, i))
+    return len({find(i) for i in range(len(ops))}) == 1
 
 
 def _mma_chain(n: Node, reg: str) -> tuple | None:
