@@ -5,28 +5,23 @@ predicted at granule 64 from shapes where 64 and 128 give one span)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _scripts import load_script
 
 from fixbits.probe.profile import PROFILE_DIR, load
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[1]
 KEY = "a66-t10-s19-r2-w0-c1-g36"
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("adopt_settled", ROOT / "benchmarks/reconstruction/adopt_settled.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/reconstruction/adopt_settled.py", "adopt_settled")
 
 
 def test_only_a_single_fit_replaces_the_entry(tmp_path: Path) -> None:

@@ -334,3 +334,20 @@ def aot_variants(
             kw = {**fixed, **dict(zip(names, point, strict=True))}
             out[point] = aot_compile(fn, args, kw, gpu_target("sm_90")).asm
     return out
+
+
+def corpus_gemm_variants(
+    epi: str, ints: tuple[int, ...], names: tuple[str, ...], plan: list[tuple[Any, ...]], fixed: dict[str, Any],
+    cache_dir: str,
+) -> dict[tuple[Any, ...], str]:
+    """aot_variants of the corpus GEMM (fp16 A, B, C; fp32 bias and side output) with epilogue
+    ``epi`` (gemm.VARIANTS) and the problem's ints (M, N, K and the three strides)."""
+    import pytest
+
+    triton = pytest.importorskip("triton")
+    from fixbits.checker.corpus_kernels.gemm import VARIANTS, gemm_kernel
+
+    tl = triton.language
+    args = (FakePtr(tl.float16), FakePtr(tl.float16), FakePtr(tl.float16), FakePtr(tl.float32), FakePtr(tl.float32),
+            *ints)
+    return aot_variants(gemm_kernel, args, names, plan, {**fixed, "EPI": VARIANTS[epi]}, cache_dir)

@@ -51,18 +51,12 @@ def test_a_shared_read_renames_by_its_address_only() -> None:
 @pytest.fixture(scope="module")
 def softmax_ptx(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, int, int], str]:
     """Triton's sm_90 PTX of the corpus GEMM + row softmax, per (BLOCK_M, num_warps, stages)."""
-    triton = pytest.importorskip("triton")
-    from test_checker_helpers import FakePtr, aot_variants
+    from test_checker_helpers import corpus_gemm_variants
 
-    from fixbits.checker.corpus_kernels.gemm import VARIANTS, gemm_kernel
-
-    tl = triton.language
-    args = (FakePtr(tl.float16), FakePtr(tl.float16), FakePtr(tl.float16), FakePtr(tl.float32), FakePtr(tl.float32),
-            512, 128, 512, 512, 128, 128)
     plan = [(32, 4, 2), (32, 4, 3), (64, 8, 2), (64, 8, 3)]
-    fixed = {"BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 1, "KGROUPS": 1, "EPI": VARIANTS["softmax"]}
-    return aot_variants(gemm_kernel, args, ("BLOCK_M", "num_warps", "num_stages"), plan, fixed,
-                        str(tmp_path_factory.mktemp("triton-cache")))
+    fixed = {"BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 1, "KGROUPS": 1}
+    return corpus_gemm_variants("softmax", (512, 128, 512, 512, 128, 128), ("BLOCK_M", "num_warps", "num_stages"),
+                                plan, fixed, str(tmp_path_factory.mktemp("triton-cache")))
 
 
 def _digest(text: str) -> str:

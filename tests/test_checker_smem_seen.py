@@ -102,18 +102,12 @@ def test_a_copy_the_read_may_still_see_stays_apart(case: str) -> None:
 @pytest.fixture(scope="module")
 def rowsum_ptx(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, int, int], str]:
     """Triton's sm_90 PTX of the corpus GEMM with per-tile row sums, per (BLOCK_N, BLOCK_K, stages)."""
-    triton = pytest.importorskip("triton")
-    from test_checker_helpers import FakePtr, aot_variants
+    from test_checker_helpers import corpus_gemm_variants
 
-    from fixbits.checker.corpus_kernels.gemm import VARIANTS, gemm_kernel
-
-    tl = triton.language
-    args = (FakePtr(tl.float16), FakePtr(tl.float16), FakePtr(tl.float16), FakePtr(tl.float32), FakePtr(tl.float32),
-            512, 512, 512, 512, 512, 512)
     plan = [(64, 32, 2), (64, 32, 3), (64, 64, 2), (64, 64, 3), (32, 32, 3)]
-    fixed = {"BLOCK_M": 64, "GROUP_M": 1, "KGROUPS": 1, "EPI": VARIANTS["rowsum"], "num_warps": 8}
-    return aot_variants(gemm_kernel, args, ("BLOCK_N", "BLOCK_K", "num_stages"), plan, fixed,
-                        str(tmp_path_factory.mktemp("triton-cache")))
+    fixed = {"BLOCK_M": 64, "GROUP_M": 1, "KGROUPS": 1, "num_warps": 8}
+    return corpus_gemm_variants("rowsum", (512,) * 6, ("BLOCK_N", "BLOCK_K", "num_stages"), plan, fixed,
+                                str(tmp_path_factory.mktemp("triton-cache")))
 
 
 def test_rowsum_configs_that_give_the_same_bytes_meet(rowsum_ptx: dict[tuple[int, int, int], str]) -> None:

@@ -4,18 +4,16 @@ the very spike draw matmul_replay makes), and says so when the readings are one 
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from _scripts import load_script
 
 from fixbits.desc import GEMMDesc
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[1]
 # a24-like readings of a bf16->bf16 answer: K-loop step 32 or 64 with the residue turn first
 BASE = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="bf16", out_dtype="bf16",
                 residue="first")
@@ -23,11 +21,7 @@ READINGS = [BASE.replace(k_loop_step=32), BASE.replace(k_loop_step=64)]
 
 
 def _module() -> Any:
-    spec = importlib.util.spec_from_file_location("step_candidates", ROOT / "benchmarks/reconstruction/step_candidates.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/reconstruction/step_candidates.py", "step_candidates")
 
 
 def test_a_seed_parts_readings_the_recorded_cells_did_not() -> None:

@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
                 open_rows.append((key, _reading(e.desc), agree, sorted(ks)))
         print(f"## {path.name}: {len(open_rows)} of {total} split entries not pinned by their own shapes")
         print(f"entry readings among them: {dict(Counter(r[1] for r in open_rows))}")
-        for key, got, agree, ks in open_rows:
-            print(f"- {key}: {got} (also fits: {', '.join(agree)}; K {', '.join(map(str, ks))})")
+        for key, got, agree, kk in open_rows:
+            print(f"- {key}: {got} (also fits: {', '.join(agree)}; K {', '.join(map(str, kk))})")
     return 0
 
 
