@@ -378,8 +378,8 @@ def _interp(
     if first.kind == "shfl":
         return _interp_shfl(nodes, idx, tids, rsyms, memo, leaves)
     if first.kind == "xwarp":
-        if any(t.kind != "xwarp" or t.attrs != first.attrs or t.kids[1] is not first.kids[1]
-               and t.kids[1].digest != first.kids[1].digest for t in nodes):
+        # one read at every writer: the same history, only the address may differ
+        if any(t.kind != "xwarp" or t.attrs != first.attrs or t.kids[1].digest != first.kids[1].digest for t in nodes):
             return None
         addr = _interp([t.kids[0] for t in nodes], idx, tids, rsyms, {}, leaves)
         return None if addr is None else Node("xwarp", first.attrs, (addr, first.kids[1]))
