@@ -32,7 +32,7 @@ def test_only_a_single_fit_replaces_the_entry(tmp_path: Path) -> None:
     cut = entry.desc.k_cuts[0]
     other = dataclasses.replace(entry.desc, k_cuts=(dataclasses.replace(cut, granule=cut.granule * 2),))
     base = {"pair": "fp8_e4m3->fp32", "verdict": "wrong", "entry_misses": ["2x4x48816"], "granule": str(cut.granule),
-            "also_fit": [f"granule {cut.granule * 2}"], "fit_descs": [other.to_dict()], "misses_run": "run"}
+            "also_fit": [f"granule {cut.granule * 2}"], "fit_descs": [other.to_dict()], "run": "run"}
     rows = [{**base, "key": KEY},
             {**base, "key": "a66-t10-s57-r2-w0-c1-g36", "fit_descs": [other.to_dict(), other.to_dict()]}]
     settled = tmp_path / "settled.jsonl"

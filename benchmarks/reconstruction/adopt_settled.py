@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             if p != pair or key not in entries:
                 continue
             e = entries[key]
-            why = (f"settled by the sweep {r['misses_run']}: the entry missed {', '.join(r['entry_misses'])}; "
+            why = (f"settled by the sweep {r['run']}: the entry missed {', '.join(r['entry_misses'])}; "
                    f"{r['also_fit'][0]} fits every sampled cell")
             entries[key] = dataclasses.replace(
                 e, desc=GEMMDesc.from_dict(r["fit_descs"][0]), note=f"{why} (was: {e.note})")

@@ -24,13 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from fixbits.probe.profile import load  # noqa: E402
-from fixbits.probe.reconstruct import _granule_variants  # noqa: E402
+from fixbits.probe.reconstruct import _granule_variants, granule_reading  # noqa: E402
 from fixbits.probe.recover import _signature  # noqa: E402
-
-
-def _reading(desc: object) -> str:
-    c = desc.k_cuts[0]  # type: ignore[attr-defined]
-    return f"{c.granule}" + (f"/{c.aligned_granule}" if c.aligned_granule else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
             total += 1
             ks = {int(m.group(1)) for m in re.finditer(r"\d+x\d+x(\d+)", e.note or "")} | ({e.shape[2]} if e.shape else set())
             own = {k: _signature(e.desc, k) for k in ks}
-            agree = [_reading(v) for v in variants if all(_signature(v, k) == own[k] for k in ks)]
+            agree = [granule_reading(v) for v in variants if all(_signature(v, k) == own[k] for k in ks)]
             if agree:
-                open_rows.append((key, _reading(e.desc), agree, sorted(ks)))
+                open_rows.append((key, granule_reading(e.desc), agree, sorted(ks)))
         print(f"## {path.name}: {len(open_rows)} of {total} split entries not pinned by their own shapes")
         print(f"entry readings among them: {dict(Counter(r[1] for r in open_rows))}")
         for key, got, agree, kk in open_rows:

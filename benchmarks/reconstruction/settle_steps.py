@@ -42,12 +42,12 @@ def _differs(v: Any, desc: Any, k: int) -> bool:
     return bool(_signature(v, k) != _signature(desc, k))
 
 
-def _judge(job: tuple[str, str, dict[str, Any], list[dict[str, Any]], str, str]) -> dict[str, Any]:
+def _judge(job: tuple[str, str, dict[str, Any], list[dict[str, Any]], str]) -> dict[str, Any]:
     from fixbits.desc import GEMMDesc
-    from fixbits.probe.reconstruct import _granule_variants, _step_variants
+    from fixbits.probe.reconstruct import _granule_variants, _step_variants, granule_reading
     from fixbits.probe.sweep import draw_mismatches, sampled_operands
 
-    pair, key, desc_d, recs, readings, run = job
+    pair, key, desc_d, recs, readings = job
     desc = GEMMDesc.from_dict(desc_d)
     variants = [v for v in (_granule_variants(desc) if readings == "granule" else _step_variants(desc)) if v != desc]
     alive = {i: True for i in range(len(variants))}
@@ -78,16 +78,10 @@ def _judge(job: tuple[str, str, dict[str, Any], list[dict[str, Any]], str, str])
     else:
         verdict = "ambiguous" if left else "confirmed"
     return {"pair": pair, "key": key, "verdict": verdict, "cases": cases, "entry_misses": entry_bad,
-            "step": desc.k_loop_step, "residue": desc.residue, "granule": _granule(desc),
-            "also_fit": [f"step {v.k_loop_step}, residue {v.residue}, granule {_granule(v)}" for v in left],
-            "fit_descs": [v.to_dict() for v in left], "misses_run": run}
+            "step": desc.k_loop_step, "residue": desc.residue, "granule": granule_reading(desc),
+            "also_fit": [f"step {v.k_loop_step}, residue {v.residue}, granule {granule_reading(v)}" for v in left],
+            "fit_descs": [v.to_dict() for v in left]}
 
-
-def _granule(desc: Any) -> str:
-    c = desc.k_cuts[0] if desc.k_cuts else None
-    if c is None or c.count is None:
-        return "-"
-    return f"{c.granule}" + (f"/{c.aligned_granule}" if c.aligned_granule else "")
 
 
 def main() -> int:
@@ -116,13 +110,12 @@ def main() -> int:
             if e.desc is None or not re.fullmatch(args.keys, key) or args.note not in (e.note or ""):
                 continue
             recs = sorted(by_key.get((prof.dtype, prof.out_dtype, key), []), key=lambda r: r["k"])
-            jobs.append((f"{prof.dtype}->{prof.out_dtype}", key, e.desc.to_dict(), recs, args.readings,
-                         str(args.run_dir)))
+            jobs.append((f"{prof.dtype}->{prof.out_dtype}", key, e.desc.to_dict(), recs, args.readings))
     jobs.sort(key=lambda j: sum(r["k"] for r in j[3]))  # cheapest first: a cut-off run still says most
     counts: dict[str, int] = defaultdict(int)
     with args.out.open("w") as fh, ProcessPoolExecutor(args.workers) as ex:
         for res in ex.map(_judge, jobs):
-            fh.write(json.dumps(res) + "\n")
+            fh.write(json.dumps({**res, "run": str(args.run_dir)}) + "\n")
             fh.flush()
             counts[res["verdict"]] += 1
             if res["verdict"] in ("wrong", "ambiguous"):

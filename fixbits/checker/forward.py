@@ -716,10 +716,9 @@ def _conc(n: Node, t: int, nb: int) -> Node:
         out = _conc(n.kids[0], t ^ (b & 31 & ((1 << nb) - 1)), nb)
     elif not n.variant and not n.kids:
         out = n
-    elif n.kind == "xwarp":
-        out = Node(n.kind, n.attrs, (_conc(n.kids[0], t, nb), *n.kids[1:]))
     else:
-        out = Node(n.kind, n.attrs, tuple(_conc(k, t, nb) for k in n.kids))
+        own = _own_kids(n)
+        out = Node(n.kind, n.attrs, tuple(_conc(k, t, nb) for k in own) + n.kids[len(own):])
     _CONC[key] = out
     return out
 

@@ -24,7 +24,7 @@ Soundness rules kept here:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -1009,38 +1009,24 @@ class LoopSummary:
             return self._kgroups
         chains = self._chain_ops()
         regs = sorted(chains)
-        parent = {r: r for r in regs}
-
-        def find(r: str) -> str:
-            while parent[r] != r:
-                parent[r] = parent[parent[r]]
-                r = parent[r]
-            return r
-
         self._kgroups = {}
         lens = {len(c) for c in chains.values()}
         if len(lens) != 1:
             return self._kgroups
         # chains with one A sequence (an N split) or one B sequence (an M split) walk one K slice
-        for side in (0, 1):
-            first: dict[tuple[Node, ...], str] = {}
-            for r in regs:
-                seq = tuple(op[side] for op in chains[r])
-                if seq in first:
-                    parent[find(r)] = find(first[seq])
-                else:
-                    first[seq] = r
+        label = dict(zip(regs, _joined([tuple(tuple(op[side] for op in chains[r]) for side in (0, 1)) for r in regs]),
+                         strict=True))
         # and groups must share no operand at any step: else neither one K slice nor two
-        owner: dict[Node, str] = {}
+        owner: dict[Node, int] = {}
         for r in regs:
-            g = find(r)
+            g = label[r]
             for op in chains[r]:
                 for d in op:
                     if owner.setdefault(d, g) != g:
                         return self._kgroups
-        groups: dict[str, list[str]] = {}
+        groups: dict[int, list[str]] = {}
         for r in regs:
-            groups.setdefault(find(r), []).append(r)
+            groups.setdefault(label[r], []).append(r)
         members = sorted(groups.values())
         if len(members) < 2 or len({len(m) for m in members}) != 1:
             return self._kgroups
@@ -1125,7 +1111,12 @@ def _joined_every_step(seqs: list[tuple[tuple[Node, Node], ...]]) -> bool:
 
 def _one_set(ops: tuple[tuple[Node, Node], ...]) -> bool:
     """Whether the (A, B) pairs of one step form one set when a shared operand joins two."""
-    parent = list(range(len(ops)))
+    return len(set(_joined([(a.digest, b.digest) for a, b in ops]))) == 1
+
+
+def _joined(keys: list[tuple[Hashable, ...]]) -> list[int]:
+    """A set label per item: items with an equal key at one position are in one set (union-find)."""
+    parent = list(range(len(keys)))
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -1133,11 +1124,11 @@ def _one_set(ops: tuple[tuple[Node, Node], ...]) -> bool:
             i = parent[i]
         return i
 
-    for side in (0, 1):
-        first: dict[bytes, int] = {}
-        for i, op in enumerate(ops):
-            parent[find(i)] = find(first.setdefault(op[side].digest, i))
-    return len({find(i) for i in range(len(ops))}) == 1
+    for side in range(len(keys[0]) if keys else 0):
+        first: dict[Hashable, int] = {}
+        for i, k in enumerate(keys):
+            parent[find(i)] = find(first.setdefault(k[side], i))
+    return [find(i) for i in range(len(keys))]
 
 
 def _mma_chain(n: Node, reg: str) -> tuple | None:

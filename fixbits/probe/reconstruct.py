@@ -290,6 +290,15 @@ def _granule_variants(desc: Any) -> list[Any]:
     return out
 
 
+def granule_reading(desc: Any) -> str:
+    """A split's span granule as records write it: "128", or "8/64" (8, and 64 when 64 | K); "-"
+    without a counted split."""
+    c = desc.k_cuts[0] if desc.k_cuts else None
+    if c is None or c.count is None:
+        return "-"
+    return f"{c.granule}" + (f"/{c.aligned_granule}" if c.aligned_granule else "")
+
+
 def _lane_variants(desc: Any) -> list[Any]:
     """A GEMV's lane level (strided, or folded by butterfly) with other lane counts, tile widths
     and layouts (answers of one gemv algo differ in CUSTOM_OPTION, which sets the lanes: H200 s2b)."""
