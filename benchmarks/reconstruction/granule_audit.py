@@ -15,7 +15,6 @@ not on cuBLAS's bytes, until a sweep or a settling draw meets a K where the read
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -23,9 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from fixbits.probe.granules import open_granules  # noqa: E402
 from fixbits.probe.profile import load  # noqa: E402
-from fixbits.probe.reconstruct import _granule_variants, granule_reading  # noqa: E402
-from fixbits.probe.recover import _signature  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,22 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("profiles", nargs="+", type=Path)
     args = ap.parse_args(argv)
     for path in args.profiles:
-        prof = load(path)
-        total, open_rows = 0, []
-        for key, e in sorted(prof.entries.items()):
-            variants = _granule_variants(e.desc) if e.desc is not None else []
-            if not variants:
-                continue
-            total += 1
-            ks = {int(m.group(1)) for m in re.finditer(r"\d+x\d+x(\d+)", e.note or "")} | ({e.shape[2]} if e.shape else set())
-            own = {k: _signature(e.desc, k) for k in ks}
-            agree = [granule_reading(v) for v in variants if all(_signature(v, k) == own[k] for k in ks)]
-            if agree:
-                open_rows.append((key, granule_reading(e.desc), agree, sorted(ks)))
-        print(f"## {path.name}: {len(open_rows)} of {total} split entries not pinned by their own shapes")
-        print(f"entry readings among them: {dict(Counter(r[1] for r in open_rows))}")
-        for key, got, agree, kk in open_rows:
-            print(f"- {key}: {got} (also fits: {', '.join(agree)}; K {', '.join(map(str, kk))})")
+        total, rows = open_granules(load(path))
+        print(f"## {path.name}: {len(rows)} of {total} split entries not pinned by their own shapes")
+        print(f"entry readings among them: {dict(Counter(r.reading for r in rows))}")
+        for r in rows:
+            ks = sorted({s[2] for s in r.shapes})
+            print(f"- {r.key}: {r.reading} (also fits: {', '.join(r.readings())}; K {', '.join(map(str, ks))})")
     return 0
 
 
