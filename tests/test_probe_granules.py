@@ -11,8 +11,9 @@ from fixbits.probe.profile import ArchProfile, ProfileEntry
 
 pytestmark = pytest.mark.unit
 
-STEP128 = GEMMDesc(arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", k_loop_step=128,
-                   residue="first")
+STEP128 = GEMMDesc(
+    arch="sm_90", instruction="wgmma", instruction_k=16, in_dtype="fp16", k_loop_step=128, residue="first"
+)
 AT64 = STEP128.replace(k_cuts=(KCut("contiguous", count=4, granule=64),))
 AT128 = STEP128.replace(k_cuts=(KCut("contiguous", count=4, granule=128),))
 
@@ -28,7 +29,10 @@ def test_an_entry_seen_only_where_the_granules_agree_is_open() -> None:
     total, rows = open_granules(_profile("verified at 16x4x1900", (16, 4, 2000)))
     assert total == 1 and [r.key for r in rows] == ["a66-x"]
     assert rows[0].reading == "64" and AT128 in rows[0].also_fit
-    assert own_shapes(_profile("verified at 16x4x1900", (16, 4, 2000)).entries["a66-x"]) == ((16, 4, 1900), (16, 4, 2000))
+    assert own_shapes(_profile("verified at 16x4x1900", (16, 4, 2000)).entries["a66-x"]) == (
+        (16, 4, 1900),
+        (16, 4, 2000),
+    )
 
 
 def test_a_shape_where_they_part_pins_it() -> None:

@@ -36,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"entry readings among them: {dict(Counter(r.reading for r in rows))}")
         for r in rows:
             ks = sorted({s[2] for s in r.shapes})
-            print(f"- {r.key}: {r.reading} (also fits: {', '.join(r.readings())}; K {', '.join(map(str, ks))})")
+            print(
+                f"- {r.key}: {r.reading} (also fits: {', '.join(r.readings())}; K {', '.join(map(str, ks))})"
+            )
     return 0
 
 

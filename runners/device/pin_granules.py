@@ -42,9 +42,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--per-entry", type=int, default=2)
     p.add_argument("--asks", type=int, default=30, help="heuristic queries per entry at most")
     p.add_argument("--draws", type=int, default=6)
-    p.add_argument("--found", type=Path, default=None, metavar="JSON",
-                   help="an earlier run's pin_granules.json: draw at the shapes it found (no search; the search "
-                        "is CPU-bound, 157 s for 213 entries on 14 H100-host cores)")
+    p.add_argument(
+        "--found",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="an earlier run's pin_granules.json: draw at the shapes it found (no search; the search "
+        "is CPU-bound, 157 s for 213 entries on 14 H100-host cores)",
+    )
     p.add_argument("--draw-seed", type=int, default=3, choices=range(32), metavar="0..31")
     return p.parse_args(argv)
 
@@ -59,8 +64,9 @@ def candidates(job: tuple[Any, str, int]) -> list[tuple[int, int, int]]:
     return list(islice(parting_shapes(og, 16 if dt.startswith("fp8") else 8), asks))
 
 
-def find_shapes(lt: Any, og: Any, cands: list[tuple[int, int, int]], dt: str, od: str, per_entry: int
-                ) -> tuple[list[tuple[int, int, int]], int]:
+def find_shapes(
+    lt: Any, og: Any, cands: list[tuple[int, int, int]], dt: str, od: str, per_entry: int
+) -> tuple[list[tuple[int, int, int]], int]:
     from fixbits.probe.profile import answer_key
 
     found: list[tuple[int, int, int]] = []
@@ -103,19 +109,32 @@ def main(argv: list[str] | None = None) -> int:
             continue
         total, rows = open_granules(profs[(dt, od)])
         rows = [r for r in rows if args.only_reading in (None, r.reading)]
-        rows.sort(key=lambda r: (r.reading == "128", max(s[2] for s in r.shapes)))  # the suspect class, shallow first
+        rows.sort(
+            key=lambda r: (r.reading == "128", max(s[2] for s in r.shapes))
+        )  # the suspect class, shallow first
         print(f"{pair}: {len(rows)} open of {total} split entries", flush=True)
         with ProcessPoolExecutor(max(1, (os.cpu_count() or 2) - 2)) as ex:
             cands = list(ex.map(candidates, [(og, dt, args.asks) for og in rows]))
         for og, cs in zip(rows, cands, strict=True):
             shapes, asked = find_shapes(lt, og, cs, dt, od, args.per_entry)
-            report.append({"pair": pair, "key": og.key, "reading": og.reading, "also_fit": og.readings(),
-                           "own": ["x".join(map(str, s)) for s in og.shapes], "asked": asked,
-                           "shapes": ["x".join(map(str, s)) for s in shapes]})
+            report.append(
+                {
+                    "pair": pair,
+                    "key": og.key,
+                    "reading": og.reading,
+                    "also_fit": og.readings(),
+                    "own": ["x".join(map(str, s)) for s in og.shapes],
+                    "asked": asked,
+                    "shapes": ["x".join(map(str, s)) for s in shapes],
+                }
+            )
             todo.setdefault((dt, od), []).extend(Case("pin", *s) for s in shapes)
     (args.out / "pin_granules.json").write_text(json.dumps(report, indent=1))
-    print(f"shapes found for {sum(bool(r['shapes']) for r in report)} of {len(report)} open entries "
-          f"in {time.time() - t0:.0f}s", flush=True)
+    print(
+        f"shapes found for {sum(bool(r['shapes']) for r in report)} of {len(report)} open entries "
+        f"in {time.time() - t0:.0f}s",
+        flush=True,
+    )
     for (dt, od), cs in todo.items():
         cs.sort(key=lambda c: c.m * c.k + c.k * c.n)
         collect(lt, cs, [dt], od, args.draws, deadline, args.out, draw_seed=args.draw_seed)
