@@ -21,6 +21,8 @@ _SHAPE = re.compile(r"(\d+)x(\d+)x(\d+)")
 
 @dataclass(frozen=True)
 class OpenGranule:
+    """One entry whose granule is open, with the readings its own shapes cannot reject."""
+
     key: str
     desc: GEMMDesc
     reading: str  # the entry's granule, as granule_reading writes it
@@ -34,6 +36,7 @@ class OpenGranule:
 
 
 def own_shapes(e: ProfileEntry) -> tuple[tuple[int, int, int], ...]:
+    """The shapes an entry was verified on: its note names them (MxNxK), its representative too."""
     found = {(int(m), int(n), int(k)) for m, n, k in _SHAPE.findall(e.note or "")}
     if e.shape:
         found.add(tuple(e.shape))  # type: ignore[arg-type]

@@ -50,6 +50,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="an earlier run's pin_granules.json: draw at the shapes it found (no search; the search "
         "is CPU-bound, 157 s for 213 entries on 14 H100-host cores)",
     )
+    p.add_argument(
+        "--search-share",
+        type=float,
+        default=0.5,
+        help="share of the budget the search for parting shapes may take (the rest draws)",
+    )
     p.add_argument("--draw-seed", type=int, default=3, choices=range(32), metavar="0..31")
     return p.parse_args(argv)
 
@@ -62,6 +68,20 @@ def candidates(job: tuple[Any, str, int]) -> list[tuple[int, int, int]]:
 
     og, dt, asks = job
     return list(islice(parting_shapes(og, 16 if dt.startswith("fp8") else 8), asks))
+
+
+def search(rows: list[Any], dt: str, asks: int, until: float) -> list[list[tuple[int, int, int]] | None]:
+    """Every entry's parting shapes, computed in worker processes until ``until`` (None for the
+    entries not done by then): session 41's first call spent its whole budget here (157 s for 213
+    entries on 14 host cores) and drew nothing."""
+    from concurrent.futures import wait
+
+    ex = ProcessPoolExecutor(max(1, (os.cpu_count() or 2) - 2))
+    futs = [ex.submit(candidates, (og, dt, asks)) for og in rows]
+    wait(futs, timeout=max(0.0, until - time.time()))
+    out = [f.result() if f.done() and f.exception() is None else None for f in futs]
+    ex.shutdown(wait=False, cancel_futures=True)
+    return out
 
 
 def find_shapes(
@@ -109,13 +129,23 @@ def main(argv: list[str] | None = None) -> int:
             continue
         total, rows = open_granules(profs[(dt, od)])
         rows = [r for r in rows if args.only_reading in (None, r.reading)]
-        rows.sort(
-            key=lambda r: (r.reading == "128", max(s[2] for s in r.shapes))
-        )  # the suspect class, shallow first
+        # the suspect class (any reading but the step's 128) first, shallow entries first
+        rows.sort(key=lambda r: (r.reading == "128", max(s[2] for s in r.shapes)))
         print(f"{pair}: {len(rows)} open of {total} split entries", flush=True)
-        with ProcessPoolExecutor(max(1, (os.cpu_count() or 2) - 2)) as ex:
-            cands = list(ex.map(candidates, [(og, dt, args.asks) for og in rows]))
+        cands = search(rows, dt, args.asks, t0 + args.budget_s * args.search_share)
         for og, cs in zip(rows, cands, strict=True):
+            if cs is None:
+                report.append(
+                    {
+                        "pair": pair,
+                        "key": og.key,
+                        "reading": og.reading,
+                        "shapes": [],
+                        "asked": 0,
+                        "why": "search out of time",
+                    }
+                )
+                continue
             shapes, asked = find_shapes(lt, og, cs, dt, od, args.per_entry)
             report.append(
                 {
