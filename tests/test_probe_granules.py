@@ -43,7 +43,7 @@ def test_a_shape_where_they_part_pins_it() -> None:
 
 def test_parting_shapes_keep_m_and_n_and_part_the_readings() -> None:
     _, rows = open_granules(_profile("", (16, 4, 2000)))
-    shapes = list(parting_shapes(rows[0], 8))
+    shapes = list(parting_shapes(rows[0]))
     assert shapes, "no K near 2000 parts granule 64 from 128"
     for m, n, k in shapes:
         assert (m, n) == (16, 4) and k % 8 == 0 and abs(k - 2000) <= 500

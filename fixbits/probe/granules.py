@@ -63,13 +63,14 @@ def open_granules(prof: ArchProfile) -> tuple[int, list[OpenGranule]]:
     return total, out
 
 
-def parting_shapes(og: OpenGranule, unit: int) -> Iterator[tuple[int, int, int]]:
-    """Shapes of the entry's own M and N at a K near one of its own (a multiple of ``unit``) where
-    the entry and a reading that fits it so far part; the heuristic still has to send them to the
-    entry's answer."""
-    from fixbits.probe.reconstruct import _parting_ks
+def parting_shapes(og: OpenGranule) -> Iterator[tuple[int, int, int]]:
+    """Shapes of the entry's own M and N at a K near one of its own (reconstruct.parting_unit
+    apart) where the entry and a reading that fits it so far part; the heuristic still has to send
+    them to the entry's answer."""
+    from fixbits.probe.reconstruct import _parting_ks, parting_unit
 
     alive = [og.desc, *og.also_fit]
+    unit = parting_unit(og.desc.in_dtype)
     for m, n, k in og.shapes:
         for kk in _parting_ks(alive, k, unit):
             yield m, n, kk

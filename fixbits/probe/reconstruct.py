@@ -647,6 +647,12 @@ def _settle(bk: Any, alive: list[Any], task: dict[str, Any]) -> tuple[list[Any],
 HEURISTIC_ASKS = 24  # per answer: host-side heuristic queries, about a millisecond each
 
 
+def parting_unit(in_dtype: str) -> int:
+    """The K step between shapes asked where readings part: cuBLASLt's fp8 path takes K in
+    multiples of 16 (the sweep's fp8_k), the 16-bit ones any K (8 keeps vector loads aligned)."""
+    return 16 if in_dtype.startswith("fp8") else 8
+
+
 def _parting_ks(alive: list[Any], k: int, unit: int) -> Any:
     """K near ``k`` (within a quarter, multiples of ``unit`` apart) where the readings part, nearest
     first: a few steps of the unit (residue turn, step), then shifts of ceil(K / count) by 32 and
@@ -678,7 +684,7 @@ def _reach_parting_k(bk: Any, alive: list[Any], task: dict[str, Any], asked: set
         return None
     from fixbits.probe.profile import answer_key
 
-    unit = 16 if task["in_dtype"].startswith("fp8") else 8  # cuBLASLt's fp8 K granularity (sweep fp8_k)
+    unit = parting_unit(task["in_dtype"])
     for m, n, k in pick(task["group"], 3, task["in_dtype"]):
         for kk in _parting_ks(alive, k, unit):
             sh = (m, n, kk)

@@ -60,24 +60,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def candidates(job: tuple[Any, str, int]) -> list[tuple[int, int, int]]:
+def candidates(job: tuple[Any, int]) -> list[tuple[int, int, int]]:
     """CPU, in a worker: the entry's parting shapes (deep K makes each reading's address map slow)."""
     from itertools import islice
 
     from fixbits.probe.granules import parting_shapes
 
-    og, dt, asks = job
-    return list(islice(parting_shapes(og, 16 if dt.startswith("fp8") else 8), asks))
+    og, asks = job
+    return list(islice(parting_shapes(og), asks))
 
 
-def search(rows: list[Any], dt: str, asks: int, until: float) -> list[list[tuple[int, int, int]] | None]:
+def search(rows: list[Any], asks: int, until: float) -> list[list[tuple[int, int, int]] | None]:
     """Every entry's parting shapes, computed in worker processes until ``until`` (None for the
     entries not done by then): session 41's first call spent its whole budget here (157 s for 213
     entries on 14 host cores) and drew nothing."""
     from concurrent.futures import wait
 
     ex = ProcessPoolExecutor(max(1, (os.cpu_count() or 2) - 2))
-    futs = [ex.submit(candidates, (og, dt, asks)) for og in rows]
+    futs = [ex.submit(candidates, (og, asks)) for og in rows]
     wait(futs, timeout=max(0.0, until - time.time()))
     out = [f.result() if f.done() and f.exception() is None else None for f in futs]
     ex.shutdown(wait=False, cancel_futures=True)
@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     lt = CublasLt()
-    profs = {(p.dtype, p.out_dtype): p for p in map(load, available(args.profiles))}
+    # (--found draws at recorded shapes: no profile is read)
+    profs = {} if args.found else {(p.dtype, p.out_dtype): p for p in map(load, available(args.profiles))}
     report: list[dict[str, Any]] = []
     todo: dict[tuple[str, str], list[Any]] = {}
     if args.found is not None:
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         # the suspect class (any reading but the step's 128) first, shallow entries first
         rows.sort(key=lambda r: (r.reading == "128", max(s[2] for s in r.shapes)))
         print(f"{pair}: {len(rows)} open of {total} split entries", flush=True)
-        cands = search(rows, dt, args.asks, t0 + args.budget_s * args.search_share)
+        cands = search(rows, args.asks, t0 + args.budget_s * args.search_share)
         for og, cs in zip(rows, cands, strict=True):
             if cs is None:
                 report.append(
